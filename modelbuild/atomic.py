@@ -1,0 +1,34 @@
+"""Write files so that a reader sees either the old content or the new, never half."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def temp_path_for(path: Path, suffix: str = ".tmp") -> Path:
+    """A fresh temporary path beside ``path`` (same file system), ending in ``suffix``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def commit(tmp: Path, path: Path) -> None:
+    """Move a finished temporary file into place atomically."""
+    os.replace(tmp, path)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    tmp = temp_path_for(path)
+    try:
+        tmp.write_bytes(data)
+        commit(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))

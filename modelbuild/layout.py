@@ -1,0 +1,65 @@
+"""Where every artifact of a build lives. Pure path arithmetic, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Project:
+    """A modelbuild project: the directory holding dodo.py, models/ and schedules/."""
+
+    root: Path
+
+    @property
+    def models_dir(self) -> Path:
+        return self.root / "models"
+
+    @property
+    def schedules_dir(self) -> Path:
+        return self.root / "schedules"
+
+    @property
+    def build_dir(self) -> Path:
+        return self.root / "build"
+
+    def model(self, name: str) -> "ModelLayout":
+        return ModelLayout(self, name)
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """The paths of one model's inputs and outputs."""
+
+    project: Project
+    name: str
+
+    @property
+    def dir(self) -> Path:
+        return self.project.build_dir / self.name
+
+    @property
+    def manifest(self) -> Path:
+        return self.dir / "partition" / "manifest.msgpack"
+
+    @property
+    def graph_dir(self) -> Path:
+        """Objects of the VM executable (bytecode and constants) of the graph."""
+        return self.dir / "partition" / "graph"
+
+    def workload(self, workload: str) -> Path:
+        return self.dir / "partition" / "workloads" / f"{workload}.json"
+
+    def record(self, workload: str) -> Path:
+        return self.project.schedules_dir / self.name / f"{workload}.json"
+
+    def lowered(self, workload: str) -> Path:
+        return self.dir / "lowered" / f"{workload}.json"
+
+    def object(self, workload: str) -> Path:
+        return self.dir / "objects" / f"{workload}.o"
+
+    @property
+    def library(self) -> Path:
+        return self.dir / f"{self.name}.so"

@@ -1,0 +1,96 @@
+"""Find the models a project declares in ``models/``.
+
+A model is either
+- ``models/<name>.toml``: ``onnx = "<path>"`` (relative to ``models/``, or
+  ``onnx:<path>`` inside the installed onnx package) and an optional
+  ``[inputs]`` table of input shapes, or
+- ``models/<name>.onnx`` alone: a user's own ONNX file with static input shapes.
+
+Reading declarations is plain file work: it must not import TVM or onnx.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import BuildError
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A declared model: its name, its ONNX file, and declared input shapes."""
+
+    name: str
+    onnx_path: Path
+    declaration: Path  # the file the user wrote: the .toml, or the .onnx itself
+    inputs: dict[str, list[int]] = field(default_factory=dict)
+
+    def source_files(self) -> list[Path]:
+        """Every file whose content changes the model (file_dep of partition)."""
+        files = [self.declaration]
+        if self.onnx_path != self.declaration:
+            files.append(self.onnx_path)
+        return files
+
+
+def _onnx_package_dir() -> Path:
+    spec = importlib.util.find_spec("onnx")
+    if spec is None or not spec.submodule_search_locations:
+        raise BuildError("the onnx package is not installed", hint="pip install onnx")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _resolve_onnx(ref: str, declaration: Path) -> Path:
+    if ref.startswith("onnx:"):
+        return _onnx_package_dir() / ref[len("onnx:"):]
+    path = Path(ref)
+    return path if path.is_absolute() else declaration.parent / path
+
+
+def _from_toml(path: Path) -> ModelSpec:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise BuildError(f"not a valid model declaration: {err}", file=path) from None
+    unknown = set(data) - {"onnx", "inputs", "description"}
+    if unknown:
+        raise BuildError(f"unknown keys {sorted(unknown)}; allowed: onnx, inputs, description",
+                         file=path)
+    onnx_path = _resolve_onnx(str(data.get("onnx", f"{path.stem}.onnx")), path)
+    inputs = data.get("inputs", {})
+    if not isinstance(inputs, dict) or not all(
+        isinstance(v, list) and all(isinstance(d, int) and d > 0 for d in v)
+        for v in inputs.values()
+    ):
+        raise BuildError("[inputs] must map input names to lists of positive integers",
+                         file=path)
+    return ModelSpec(path.stem, onnx_path, path, dict(inputs))
+
+
+def discover(models_dir: Path) -> dict[str, ModelSpec]:
+    """All models declared in ``models_dir``, by name, in name order."""
+    found: dict[str, ModelSpec] = {}
+    if not models_dir.is_dir():
+        return found
+    for path in sorted(models_dir.glob("*.toml")):
+        found[path.stem] = _from_toml(path)
+    for path in sorted(models_dir.glob("*.onnx")):
+        if path.stem not in found:
+            found[path.stem] = ModelSpec(path.stem, path, path)
+    for name, spec in found.items():
+        if not _NAME.match(name):
+            raise BuildError(f"model name '{name}' may only use letters, digits, '_', '.', '-'",
+                             file=spec.declaration)
+    return dict(sorted(found.items()))
+
+
+def check_exists(spec: ModelSpec) -> None:
+    if not spec.onnx_path.is_file():
+        raise BuildError(f"model '{spec.name}': ONNX file {spec.onnx_path} does not exist",
+                         file=spec.declaration)

@@ -1,0 +1,135 @@
+"""partition: model -> one TIR PrimFunc file per fused workload, the graph, a manifest.
+
+The passes are those of ``relax.get_pipeline("zero")`` without a database.
+The graph (Relax ``main`` with its constants) does not depend on schedules, so
+its VM executable is built here once, as object files, and link only links.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import atomic, manifest, toolchain
+from .errors import BuildError
+from .layout import ModelLayout
+from .models import ModelSpec, check_exists
+from .targets import TargetSpec
+
+PASSES = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+
+
+def import_model(spec: ModelSpec):
+    """The model as a Relax IRModule (weights bound as constants)."""
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    check_exists(spec)
+    try:
+        model = onnx.load(str(spec.onnx_path))
+    except Exception as err:
+        raise BuildError(f"cannot read ONNX model: {err}", file=spec.onnx_path) from None
+    try:
+        return from_onnx(model, shape_dict=spec.inputs or None, keep_params_in_input=False)
+    except Exception as err:
+        raise BuildError(f"TVM cannot import this ONNX model: {err}", file=spec.onnx_path,
+                         hint="declare static input shapes in models/<name>.toml [inputs]") from None
+
+
+def fuse(mod, target):
+    """Run the zero pipeline's passes: the fused module whose PrimFuncs are the workloads."""
+    import tvm
+    from tvm import relax
+
+    seq = tvm.transform.Sequential([getattr(relax.transform, name)() for name in PASSES])
+    with target:
+        return seq(mod)
+
+
+def workloads_of(fused) -> dict:
+    import tvm
+
+    funcs = {gv.name_hint: f for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    return dict(sorted(funcs.items()))
+
+
+def _capture_objects(executable, out_dir: Path) -> list[str]:
+    """Let export_library write the executable's objects, then keep them instead of linking."""
+    from tvm.support import cc
+
+    captured: list[str] = []
+
+    def keep(_file_name, files, **kwargs):
+        options = list(kwargs.get("options") or [])
+        for i, path in enumerate(map(Path, files)):
+            name = f"graph{i}.o"
+            if path.suffix == ".o":
+                shutil.copyfile(path, out_dir / name)
+            else:  # a C source module: compile it the way the final link would
+                toolchain.compile_object(path, out_dir / name, options)
+            captured.append(name)
+
+    keep.get_target_triple = cc.create_shared.get_target_triple
+    with tempfile.TemporaryDirectory() as work:
+        executable.export_library(str(Path(work) / "graph.so"), fcompile=keep, workspace_dir=work)
+    return captured
+
+
+def build_graph(fused, workload_names, target, out_dir: Path) -> list[str]:
+    """The VM executable of the graph, as object files in out_dir (returns their names).
+
+    Mirrors ``relax.build`` (what ``tvm.compile`` runs) but leaves the workloads
+    out of the TIR it compiles: their objects come from codegen.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax import vm_build
+
+    with target:
+        mod = relax.get_pipeline("default")(fused)
+    attrs = dict(mod.attrs) if mod.attrs else {}
+    builder = relax.ExecBuilder()
+    leftover = vm_build._vmcodegen(builder, mod, "bytecode")
+    extra = {gv: f for gv, f in leftover.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint not in workload_names}
+    executable = vm_build._vmlink(
+        builder, target, tir_mod=tvm.IRModule(extra, attrs=leftover.attrs) if extra else None,
+        ext_libs=attrs.get("external_mods", []), params=dict(attrs.get("const_name_to_constant", {})))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    return _capture_objects(executable, out_dir)
+
+
+def _inputs_of(fused):
+    params = fused["main"].params
+    return tuple((p.name, tuple(int(d) for d in p.ty.shape), str(p.ty.dtype))
+                 for p in params)
+
+
+def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
+    import tvm
+
+    from .workloads import structural_hash
+
+    target = tvm.target.Target(target_spec.tvm_target)
+    fused = fuse(import_model(spec), target)
+    funcs = workloads_of(fused)
+    for name, func in funcs.items():
+        atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
+    for old in layout.workload("x").parent.glob("*.json"):
+        if old.stem not in funcs:
+            old.unlink()
+    # Build the graph objects beside, then swap, so a failure keeps the old ones.
+    staging = layout.graph_dir.with_name("graph.new")
+    objects = build_graph(fused, set(funcs), target, staging)
+    if layout.graph_dir.exists():
+        shutil.rmtree(layout.graph_dir)
+    staging.rename(layout.graph_dir)
+    manifest.write(layout.manifest, manifest.Manifest(
+        model=spec.name,
+        workloads=tuple(manifest.Workload(n, structural_hash(f)) for n, f in funcs.items()),
+        graph_objects=tuple(objects),
+        inputs=_inputs_of(fused),
+    ))

@@ -1,0 +1,139 @@
+"""Schedule records: one human-editable JSON file per workload.
+
+    {
+      "format": "modelbuild.record/1",
+      "workload": "fused_conv2d_add_relu",
+      "workload_hash": "1234567890",
+      "target": {"kind": "llvm"},
+      "run_secs": [0.00123],            # measured run time(s), or null
+      "source": "tuned",                # tuned / sampled / hand (informational)
+      "trace": [[instructions...], [decisions...]]   # Trace.as_json()
+    }
+
+Parsing and validating a record is plain JSON work: no TVM import.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import atomic
+from .errors import BuildError
+from .targets import TargetSpec
+
+FORMAT = "modelbuild.record/1"
+REQUIRED = ("format", "workload", "workload_hash", "target", "trace")
+OPTIONAL = ("run_secs", "source", "model")
+
+
+@dataclass(frozen=True)
+class Record:
+    path: Path | None
+    workload: str
+    workload_hash: str
+    target: dict
+    trace: list  # [instructions, decisions], as Trace.as_json() gives it
+    run_secs: list[float] | None = None
+    source: str | None = None
+    model: str | None = None
+
+    def to_json(self) -> dict:
+        data = {
+            "format": FORMAT,
+            "model": self.model,
+            "workload": self.workload,
+            "workload_hash": self.workload_hash,
+            "target": self.target,
+            "source": self.source,
+            "run_secs": self.run_secs,
+            "trace": self.trace,
+        }
+        return {k: v for k, v in data.items() if v is not None or k == "run_secs"}
+
+    def canonical(self) -> str:
+        """What the record means, independent of formatting: equal iff the build is equal."""
+        meaning = {"workload_hash": self.workload_hash, "target": self.target, "trace": self.trace}
+        return json.dumps(meaning, sort_keys=True, separators=(",", ":"))
+
+
+def _fail(path: Path, workload: str | None, message: str, hint: str | None = None):
+    raise BuildError(message, file=path, workload=workload, hint=hint)
+
+
+def parse(text: str, path: Path, expected_workload: str | None = None) -> Record:
+    """A validated Record from JSON text; BuildError naming the file otherwise."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        _fail(path, expected_workload,
+              f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}",
+              "fix the syntax, or restore the file from version control")
+    if not isinstance(data, dict):
+        _fail(path, expected_workload, "a record must be a JSON object")
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        _fail(path, expected_workload, f"missing field(s): {', '.join(missing)}")
+    unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        _fail(path, expected_workload, f"unknown field(s): {', '.join(unknown)}")
+    if data["format"] != FORMAT:
+        _fail(path, expected_workload, f"format is {data['format']!r}, expected {FORMAT!r}")
+    if expected_workload is not None and data["workload"] != expected_workload:
+        _fail(path, expected_workload,
+              f"the record is for workload '{data['workload']}', but its file name says "
+              f"'{expected_workload}'", "rename the file after the workload it schedules")
+    trace = data["trace"]
+    if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(t, list) for t in trace)):
+        _fail(path, expected_workload, "trace must be [instructions, decisions] as Trace.as_json() gives it")
+    if not isinstance(data["target"], dict) or "kind" not in data["target"]:
+        _fail(path, expected_workload, "target must be a TVM target object with a 'kind'")
+    run_secs = data.get("run_secs")
+    if run_secs is not None and not (
+        isinstance(run_secs, list) and all(isinstance(x, (int, float)) for x in run_secs)
+    ):
+        _fail(path, expected_workload, "run_secs must be a list of numbers or null")
+    return Record(path, str(data["workload"]), str(data["workload_hash"]), data["target"], trace,
+                  [float(x) for x in run_secs] if run_secs else None, data.get("source"),
+                  data.get("model"))
+
+
+def load(path: Path, expected_workload: str | None = None) -> Record:
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        _fail(path, expected_workload, "not a text file")
+    return parse(text, path, expected_workload)
+
+
+def check_target(record: Record, target: TargetSpec) -> None:
+    kind = record.target.get("kind")
+    if kind != target.tvm_target["kind"]:
+        _fail(record.path, record.workload,
+              f"the record was made for target '{kind}', this build is for '{target.name}'",
+              "build with the record's target, or replace the record with one for this target")
+
+
+def format_record(record: Record) -> str:
+    """Pretty JSON for people: one trace instruction or decision per line."""
+    data = record.to_json()
+    trace = data.pop("trace")
+    lines = ["{"]
+    for key, value in data.items():
+        lines.append(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
+    insts, decisions = trace
+    lines.append('  "trace": [')
+    lines.append("    [")
+    lines.append(",\n".join(f"      {json.dumps(i)}" for i in insts))
+    lines.append("    ],")
+    lines.append("    [")
+    lines.append(",\n".join(f"      {json.dumps(d)}" for d in decisions))
+    lines.append("    ]")
+    lines.append("  ]")
+    lines.append("}")
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def save(path: Path, record: Record) -> None:
+    atomic.write_text(path, format_record(record))

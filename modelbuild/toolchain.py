@@ -1,0 +1,43 @@
+"""The system C/C++ compiler that turns objects into the shared library.
+
+Chosen as ``tvm.support.cc.get_cc`` chooses it (CXX, CC, then g++ ...), so the
+library is linked the way ``export_library`` links it, without importing TVM.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .errors import BuildError
+
+_CANDIDATES = ("g++", "gcc", "clang++", "clang", "c++", "cc")
+
+
+def compiler() -> str:
+    env = os.environ.get("CXX") or os.environ.get("CC")
+    if env:
+        return env
+    for name in _CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise BuildError("no C/C++ compiler found to link the library",
+                     hint="install g++ (e.g. apt-get install g++) or set CXX")
+
+
+def run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed ({proc.returncode}):\n{proc.stdout}\ncommand: {' '.join(cmd)}")
+
+
+def compile_object(source: Path, out: Path, options: list[str]) -> None:
+    run([compiler(), "-c", "-fPIC", "-o", str(out), str(source), *options], f"compiling {source.name}")
+
+
+def link_shared(out: Path, objects: list[Path]) -> None:
+    """``export_library``'s link line: cc -shared -fPIC -o out objects..."""
+    run([compiler(), "-shared", "-fPIC", "-o", str(out), *map(str, objects)], f"linking {out.name}")
