@@ -15,8 +15,18 @@ def temp_path_for(path: Path, suffix: str = ".tmp") -> Path:
     return Path(name)
 
 
-def commit(tmp: Path, path: Path) -> None:
-    """Move a finished temporary file into place atomically."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def commit(tmp: Path, path: Path, executable: bool = False) -> None:
+    """Move a finished temporary file into place atomically, with ordinary permissions.
+
+    (mkstemp makes files private; a build output should be like any file the user makes.)
+    """
+    os.chmod(tmp, (0o777 if executable else 0o666) & ~_umask())
     os.replace(tmp, path)
 
 

@@ -16,6 +16,6 @@ def run(objects: list[Path], graph_objects: list[Path], out: Path) -> None:
     try:
         # The order export_library uses: kernels first, then the packed executable.
         toolchain.link_shared(tmp, [*objects, *graph_objects])
-        atomic.commit(tmp, out)
+        atomic.commit(tmp, out, executable=True)
     finally:
         tmp.unlink(missing_ok=True)

@@ -191,7 +191,7 @@ def context(root: Path | None = None, target: str | None = None) -> Context:
 
     from . import models, targets
 
-    project = Project(root or Path.cwd())
+    project = Project(root or Path("."))  # relative: a moved project keeps its state
     try:
         found = models.discover(project.models_dir)
         spec = targets.resolve(target or get_var("target", None))

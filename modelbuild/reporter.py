@@ -1,0 +1,118 @@
+"""doit's console output, plus timings, a live progress bar and a closing summary.
+
+Lines keep doit's own markers (".  task" ran, "-- task" up to date), so the
+output reads like any doit run and scripts can parse it. On a terminal a
+transient rich progress bar on stderr shows how far a long build is; it
+disappears when the build ends. A failed step's message (file, workload, what
+to do) is repeated at the end, in red.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from doit.reporter import ConsoleReporter
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import manifest as manifest_mod
+from .layout import Project
+
+_KINDS = ("partition", "lower", "codegen", "link")
+
+
+def _model_of(task_name: str) -> str | None:
+    base, sep, rest = task_name.partition(":")
+    return rest.split("/", 1)[0] if sep and base in _KINDS + ("build",) else None
+
+
+class ModelbuildReporter(ConsoleReporter):
+    desc = "modelbuild console output with progress and summary"
+
+    def __init__(self, outstream, options):
+        super().__init__(outstream, options)
+        self.console = Console(file=outstream, highlight=False, soft_wrap=True)
+        self.err_console = Console(stderr=True)
+        self.project = Project(Path.cwd())
+        self.started: dict[str, float] = {}
+        self.ran: Counter = Counter()
+        self.uptodate = 0
+        self.seconds: dict[str, float] = {}
+        self.models: set[str] = set()
+        self.t0 = time.perf_counter()
+        self.progress: Progress | None = None
+        self.bar = None
+
+    # -- progress -------------------------------------------------------------
+    def _expected_total(self) -> int:
+        total = 0
+        for model in self.models:
+            man = manifest_mod.read(self.project.model(model).manifest)
+            total += 2 + (2 * len(man.workloads) if man else 0)
+        return total
+
+    def initialize(self, tasks, selected_tasks):
+        for name in selected_tasks:
+            model = _model_of(name)
+            if model:
+                self.models.add(model)
+            elif name in ("build", "link", "partition"):
+                self.models.update(m for m in (_model_of(t) for t in tasks) if m)
+        if self.err_console.is_terminal:
+            self.progress = Progress(TextColumn("[bold]modelbuild"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TextColumn("{task.description}"),
+                                     console=self.err_console, transient=True)
+            self.progress.start()
+            self.bar = self.progress.add_task("", total=self._expected_total() or None)
+
+    def _advance(self, description: str = "") -> None:
+        if self.progress is not None:
+            self.progress.update(self.bar, advance=1, description=description)
+
+    # -- doit hooks -------------------------------------------------------------
+    def execute_task(self, task):
+        if task.actions and task.name[0] != "_":
+            self.started[task.name] = time.perf_counter()
+            self.write(f".  {task.title()}\n")
+            if self.progress is not None:
+                self.progress.update(self.bar, description=task.name)
+
+    def add_success(self, task):
+        if task.name in self.started:
+            self.seconds[task.name] = time.perf_counter() - self.started[task.name]
+            self.ran[task.name.split(":", 1)[0]] += 1
+            self._advance(task.name)
+            if task.name.startswith("partition:") and self.progress is not None:
+                self.progress.update(self.bar, total=self._expected_total() or None)
+
+    def skip_uptodate(self, task):
+        if task.name[0] != "_" and task.actions:
+            self.uptodate += 1
+            self.write(f"-- {task.title()}\n")
+            self._advance()
+
+    def add_failure(self, task, fail):
+        super().add_failure(task, fail)
+
+    def complete_run(self):
+        if self.progress is not None:
+            self.progress.stop()
+        super().complete_run()
+        elapsed = time.perf_counter() - self.t0
+        parts = [f"{self.ran[k]} {k}" for k in _KINDS if self.ran[k]]
+        ran = ("ran " + ", ".join(parts)) if parts else "nothing to rebuild"
+        status = "[red]failed[/red]" if self.failures or self.runtime_errors else "[green]done[/green]"
+        self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date; "
+                           f"{elapsed:.1f} s")
+        slow = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:3]
+        if slow and sum(self.ran.values()) > 3:
+            self.console.print("  slowest: " + ", ".join(f"{n} {s:.2f} s" for n, s in slow))
+        for result in self.failures:
+            message = result["exception"].get_msg().strip()
+            if message.startswith("error:") or "\nerror:" in message:
+                self.console.print(f"[red]{result['task'].name}[/red]: {message}")
+        sys.stdout.flush()

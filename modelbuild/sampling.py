@@ -1,0 +1,68 @@
+"""Sample valid schedule records for a workload from MetaSchedule's design space.
+
+Each variant is a sketch of the design space with freshly sampled decisions
+and the target's post-processors applied, so every variant builds. No
+measurement: this is how a user makes B2, B3 ... for one workload.
+"""
+
+from __future__ import annotations
+
+from .records import Record
+from .targets import TargetSpec
+
+
+def plain(obj):
+    """TVM containers (Array, Map, String, IntImm, FloatImm) as plain JSON values."""
+    import tvm
+
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, tvm.tirx.IntImm):
+        return int(obj.value)
+    if isinstance(obj, tvm.tirx.FloatImm):
+        return float(obj.value)
+    if hasattr(obj, "items"):
+        return {str(k): plain(v) for k, v in obj.items()}
+    return [plain(x) for x in obj]
+
+
+def tuning_target(target_spec: TargetSpec) -> dict:
+    """The target dict MetaSchedule needs: CPU targets must say how many cores to use."""
+    target = dict(target_spec.tvm_target)
+    if target["kind"] == "llvm" and "num-cores" not in target:
+        import psutil
+
+        target["num-cores"] = psutil.cpu_count(logical=False) or 1
+    return target
+
+
+def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed: int = 1,
+                   model: str | None = None) -> list[Record]:
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from .workloads import normalize, structural_hash
+
+    mod = normalize(func)
+    target = tvm.target.Target(tuning_target(target_spec))
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         task_name=name, num_threads=1)
+    sketches = ctx.space_generator.generate_design_space(mod)
+    postprocs = ctx.space_generator.postprocs
+    out: list[Record] = []
+    attempt = 0
+    while len(out) < count and attempt < count * 20:
+        sketch = sketches[attempt % len(sketches)]
+        sch = Schedule(mod, seed=seed + attempt)
+        attempt += 1
+        sketch.trace.apply_to_schedule(sch, remove_postproc=True,
+                                       decision_provider=lambda *_: None)
+        if all(p.apply(sch) for p in postprocs):
+            out.append(Record(None, name, structural_hash(func), tuning_target(target_spec),
+                              plain(sch.trace.as_json()), None, "sampled", model))
+    if len(out) < count:
+        raise RuntimeError(f"could only sample {len(out)} valid variants of {name}")
+    return out

@@ -1,0 +1,165 @@
+"""Shared test fixtures: small real projects, real doit runs in a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnx_models import tiny_model
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class DoitRun:
+    """A finished `doit` subprocess: exit code, output, and which tasks ran."""
+
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.output = proc.stdout + proc.stderr
+        lines = self.stdout.splitlines()
+        self.ran = {ln[3:].strip() for ln in lines if ln.startswith(".  ")}
+        self.uptodate = {ln[3:].strip() for ln in lines if ln.startswith("-- ")}
+
+    def ran_kind(self, kind: str) -> set[str]:
+        return {t for t in self.ran if t.startswith(kind + ":")}
+
+    def __repr__(self):
+        return f"DoitRun(rc={self.returncode})\n{self.output}"
+
+
+class Project:
+    def __init__(self, root: Path):
+        self.root = root
+
+    def doit(self, *args: str, check: bool = True) -> DoitRun:
+        proc = subprocess.run([sys.executable, "-m", "doit", *args], cwd=self.root,
+                              capture_output=True, text=True)
+        run = DoitRun(proc)
+        if check and run.returncode != 0:
+            raise AssertionError(f"doit {' '.join(args)} failed:\n{run.output}")
+        return run
+
+    def library(self, model: str) -> Path:
+        return self.root / "build" / model / f"{model}.so"
+
+    def record(self, model: str, workload: str) -> Path:
+        return self.root / "schedules" / model / f"{workload}.json"
+
+    def workload_file(self, model: str, workload: str) -> Path:
+        return self.root / "build" / model / "partition" / "workloads" / f"{workload}.json"
+
+    def objects(self, model: str) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted((self.root / "build" / model / "objects").glob("*.o"))}
+
+
+def make_project(root: Path, models: dict) -> Project:
+    """A project directory with the repo's dodo.py and the given models.
+
+    ``models`` maps a name to an onnx ModelProto (saved as models/<name>.onnx)
+    or to the text of a models/<name>.toml declaration.
+    """
+    import onnx
+
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "dodo.py", root / "dodo.py")
+    (root / "models").mkdir(exist_ok=True)
+    (root / "schedules").mkdir(exist_ok=True)
+    for name, model in models.items():
+        if isinstance(model, str):
+            (root / "models" / f"{name}.toml").write_text(model)
+        else:
+            onnx.save(model, str(root / "models" / f"{name}.onnx"))
+    return Project(root)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def model_inputs(project_root: Path, model: str, seed: int = 0) -> list[np.ndarray]:
+    from modelbuild import manifest
+
+    man = manifest.read(project_root / "build" / model / "partition" / "manifest.msgpack")
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(dtype) for _, shape, dtype in man.inputs]
+
+
+def run_library(lib_or_path, inputs: list[np.ndarray]) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    lib = tvm.runtime.load_module(str(lib_or_path)) if isinstance(lib_or_path, (str, Path)) else lib_or_path
+    vm = relax.VirtualMachine(lib, tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
+    return out.numpy()
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, rel: float = 1e-5) -> None:
+    scale = max(float(np.abs(expected).max()), 1e-30)
+    diff = float(np.abs(actual - expected).max())
+    assert diff <= rel * scale, f"max abs diff {diff} > {rel} x {scale}"
+
+
+@pytest.fixture
+def tiny_project(tmp_path) -> Project:
+    return make_project(tmp_path / "proj", {"tiny": tiny_model()})
+
+
+@pytest.fixture(scope="session")
+def tiny_built(tmp_path_factory) -> Project:
+    """One clean build of the tiny model, shared read-only by tests that copy it."""
+    project = make_project(tmp_path_factory.mktemp("tiny") / "proj", {"tiny": tiny_model()})
+    project.doit("build:tiny")
+    return project
+
+
+@pytest.fixture
+def tiny_copy(tiny_built, tmp_path) -> Project:
+    """A private copy of the built tiny project (build state included)."""
+    dest = tmp_path / "proj"
+    shutil.copytree(tiny_built.root, dest, symlinks=True)
+    return Project(dest)
+
+
+def sampled_records(project: Project, model: str, workload: str, count: int, seed: int = 1):
+    """``count`` valid records for one workload of a built/partitioned project."""
+    import tvm
+
+    from modelbuild import sampling, targets
+
+    func = tvm.ir.load_json(project.workload_file(model, workload).read_text())
+    return sampling.sample_records(func, workload, targets.resolve("llvm"), count, seed=seed,
+                                   model=model)
+
+
+def reference_output(project: Project, model: str, inputs) -> np.ndarray:
+    """tvm.compile of the project's model with its records, run on ``inputs``."""
+    from modelbuild import models, reference, targets
+
+    spec = models.discover(project.root / "models")[model]
+    ex = reference.compile_model(spec, project.root / "schedules" / model, targets.resolve("llvm"))
+    return run_library(ex, inputs)
+
+
+@pytest.fixture(scope="session")
+def tiny_variants(tiny_built):
+    """Three sampled records of the tiny model's second convolution (with its add and relu)."""
+    workload = tiny_conv_workload(tiny_built)
+    return workload, sampled_records(tiny_built, "tiny", workload, 3)
+
+
+def tiny_conv_workload(project: Project) -> str:
+    from modelbuild import manifest
+
+    man = manifest.read(project.root / "build" / "tiny" / "partition" / "manifest.msgpack")
+    convs = [w.name for w in man.workloads if "conv2d" in w.name and "add" in w.name]
+    assert convs, [w.name for w in man.workloads]
+    return sorted(convs)[-1]

@@ -1,0 +1,75 @@
+"""Small real ONNX models for tests, with random weights so a wrong kernel cannot hide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _init(name, array):
+    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
+
+
+def tiny_model(seed: int = 0, channels: int = 8) -> onnx.ModelProto:
+    """conv+relu -> conv+add(skip)+relu -> global average pool -> gemm: a handful of workloads."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = [
+        _init("w1", rng.standard_normal((c, 3, 3, 3)) * 0.3), _init("b1", rng.standard_normal(c) * 0.1),
+        _init("w2", rng.standard_normal((c, c, 3, 3)) * 0.2), _init("b2", rng.standard_normal(c) * 0.1),
+        _init("wf", rng.standard_normal((10, c)) * 0.3), _init("bf", rng.standard_normal(10) * 0.1),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        helper.make_node("Add", ["c2", "r1"], ["a2"], name="add2"),
+        helper.make_node("Relu", ["a2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1, name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def randomized_light(name: str, seed: int = 0) -> onnx.ModelProto:
+    """A shipped light zoo model with its ConstantOfShape weight fills made random initializers.
+
+    Convolution weights get He-scaled normals; 1-D parameters (batch-norm scale,
+    bias, mean, variance) get values near their usual ranges, so activations stay finite.
+    """
+    model = onnx.load(str(LIGHT / f"light_{name}.onnx"))
+    g = model.graph
+    rng = np.random.default_rng(seed)
+    consts = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    keep, new_inits = [], []
+    for node in g.node:
+        if node.op_type == "ConstantOfShape" and node.input[0] in consts:
+            shape = [int(d) for d in consts[node.input[0]]]
+            out = node.output[0]
+            if len(shape) >= 2:
+                fan_in = int(np.prod(shape[1:]))
+                value = rng.standard_normal(shape) * np.sqrt(1.0 / fan_in)
+            elif out.endswith(("_riv_0", "_s_0")) or "var" in out:
+                value = rng.uniform(0.5, 1.5, shape)
+            else:
+                value = rng.standard_normal(shape) * 0.1
+            new_inits.append(_init(out, value))
+        else:
+            keep.append(node)
+    del g.node[:]
+    g.node.extend(keep)
+    g.initializer.extend(new_inits)
+    return model

@@ -1,0 +1,125 @@
+"""The doit task graph, observed from real `doit` runs in a subprocess on a tiny model."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+from conftest import (Project, assert_close, make_project, model_inputs, reference_output,
+                      run_library, sha256, tiny_conv_workload)
+from modelbuild import records
+from onnx_models import tiny_model
+
+
+def test_doit_list_shows_the_five_task_kinds_with_help(tiny_project):
+    out = tiny_project.doit("list").stdout
+    rows = dict(line.split(None, 1) for line in out.strip().splitlines())
+    assert set(rows) == {"build", "partition", "lower", "codegen", "link"}
+    assert "schedule record" in rows["lower"] and "object file" in rows["codegen"]
+
+
+def test_doit_list_all_shows_every_workload_after_partition(tiny_built):
+    out = tiny_built.doit("list", "--all").stdout
+    workload = tiny_conv_workload(tiny_built)
+    assert f"lower:tiny/{workload}" in out and f"codegen:tiny/{workload}" in out
+    assert "link:tiny" in out and "partition:tiny" in out and "build:tiny" in out
+
+
+def test_clean_build_matches_tvm_compile(tiny_built):
+    lib = tiny_built.library("tiny")
+    assert lib.is_file()
+    x = model_inputs(tiny_built.root, "tiny")
+    assert_close(run_library(lib, x), reference_output(tiny_built, "tiny", x))
+
+
+def test_noop_rebuild_runs_nothing_and_never_imports_tvm(tiny_copy):
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "doit", "build:tiny"],
+                          cwd=tiny_copy.root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not [ln for ln in proc.stdout.splitlines() if ln.startswith(".  ")]
+    assert "nothing to rebuild" in proc.stdout
+    imported = {ln.split("|")[-1].strip() for ln in proc.stderr.splitlines() if "|" in ln}
+    assert "doit" in imported and "tvm" not in imported and "onnx" not in imported
+
+
+def _set_record(project, workload, rec):
+    project.record("tiny", workload).parent.mkdir(parents=True, exist_ok=True)
+    records.save(project.record("tiny", workload), rec)
+
+
+def test_editing_one_record_reruns_that_workload_and_link_only(tiny_copy, tiny_variants):
+    workload, variants = tiny_variants
+    _set_record(tiny_copy, workload, variants[0])
+    first = tiny_copy.doit("build:tiny")
+    assert first.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert f"lower:tiny/{workload}" not in first.uptodate and "partition:tiny" in first.uptodate
+    x = model_inputs(tiny_copy.root, "tiny")
+    assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
+
+    _set_record(tiny_copy, workload, variants[1])
+    second = tiny_copy.doit("build:tiny")
+    assert second.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
+
+
+def test_reformatting_a_record_reruns_lower_but_not_codegen_or_link(tiny_copy, tiny_variants):
+    workload, variants = tiny_variants
+    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.doit("build:tiny")
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    path = tiny_copy.record("tiny", workload)
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=1, sort_keys=True))
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == {f"lower:tiny/{workload}"}
+    assert f"codegen:tiny/{workload}" in run.uptodate and "link:tiny" in run.uptodate
+    assert sha256(tiny_copy.library("tiny")) == lib_hash
+
+
+def test_removing_a_record_goes_back_to_the_default_schedule(tiny_copy, tiny_variants):
+    workload, variants = tiny_variants
+    default_objects = tiny_copy.objects("tiny")
+    _set_record(tiny_copy, workload, variants[2])
+    tiny_copy.doit("build:tiny")
+    assert tiny_copy.objects("tiny")[f"{workload}.o"] != default_objects[f"{workload}.o"]
+    tiny_copy.record("tiny", workload).unlink()
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert tiny_copy.objects("tiny") == default_objects
+
+
+def test_incremental_build_equals_clean_build(tiny_copy, tiny_variants, tmp_path):
+    workload, variants = tiny_variants
+    for rec in variants:  # a few edits in a row, each an incremental build
+        _set_record(tiny_copy, workload, rec)
+        tiny_copy.doit("build:tiny")
+    clean = make_project(tmp_path / "clean", {"tiny": tiny_model()})
+    shutil.copytree(tiny_copy.root / "schedules", clean.root / "schedules", dirs_exist_ok=True)
+    clean.doit("build:tiny")
+    assert clean.objects("tiny") == tiny_copy.objects("tiny")
+    x = model_inputs(clean.root, "tiny")
+    assert_close(run_library(tiny_copy.library("tiny"), x), run_library(clean.library("tiny"), x),
+                 rel=0)
+
+
+def test_editing_the_model_reruns_partition_and_what_changed(tiny_copy):
+    (tiny_copy.root / "models" / "tiny.onnx").write_bytes(tiny_model(seed=1).SerializeToString())
+    run = tiny_copy.doit("build:tiny")
+    # New weights live in the graph; the kernels are the same, so they are not recompiled.
+    assert run.ran == {"partition:tiny", "link:tiny"}
+    x = model_inputs(tiny_copy.root, "tiny")
+    assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
+
+
+def test_a_dropped_in_model_gets_its_own_build_task(tiny_copy):
+    shutil.copy(tiny_copy.root / "models" / "tiny.onnx", tiny_copy.root / "models" / "tiny2.onnx")
+    run = tiny_copy.doit("build:tiny2")
+    assert "partition:tiny2" in run.ran and "link:tiny2" in run.ran
+    assert not any(t.endswith(":tiny") or ":tiny/" in t for t in run.ran)
+    assert tiny_copy.library("tiny2").is_file()
+
+
+def test_parallel_build_equals_serial_build(tiny_built, tmp_path):
+    par = make_project(tmp_path / "par", {"tiny": tiny_model()})
+    run = par.doit("-n", "2", "build:tiny")
+    assert "link:tiny" in run.ran
+    assert par.objects("tiny") == tiny_built.objects("tiny")

@@ -1,0 +1,40 @@
+"""Model declarations in models/: discovery and its errors (no TVM needed)."""
+
+import pytest
+
+from modelbuild import models
+from modelbuild.errors import BuildError
+
+
+def test_toml_and_dropped_onnx_files_are_both_models(tmp_path):
+    (tmp_path / "a.toml").write_text('onnx = "onnx:backend/test/data/light/light_squeezenet.onnx"\n')
+    (tmp_path / "b.onnx").write_bytes(b"not read at discovery")
+    (tmp_path / "c.toml").write_text('[inputs]\nx = [1, 3, 8, 8]\n')
+    found = models.discover(tmp_path)
+    assert list(found) == ["a", "b", "c"]
+    assert found["a"].onnx_path.is_file()  # resolved inside the installed onnx package
+    assert found["b"].source_files() == [tmp_path / "b.onnx"]
+    assert found["c"].onnx_path == tmp_path / "c.onnx"
+    assert found["c"].inputs == {"x": [1, 3, 8, 8]}
+    assert found["c"].source_files() == [tmp_path / "c.toml", tmp_path / "c.onnx"]
+
+
+def test_repository_declares_resnet50_and_two_more_families():
+    from conftest import REPO
+
+    found = models.discover(REPO / "models")
+    assert {"resnet50", "squeezenet", "inception_v1"} <= set(found)
+    for spec in found.values():
+        assert spec.onnx_path.is_file(), spec
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("onnx = ", "not a valid model declaration"),
+    ('onxx = "a.onnx"', "unknown keys ['onxx']"),
+    ('[inputs]\nx = [1, -3]', "[inputs] must map input names to lists of positive integers"),
+])
+def test_bad_declarations_name_the_file(tmp_path, text, needle):
+    (tmp_path / "m.toml").write_text(text)
+    with pytest.raises(BuildError) as info:
+        models.discover(tmp_path)
+    assert needle in str(info.value) and "m.toml" in str(info.value)
