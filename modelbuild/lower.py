@@ -14,6 +14,67 @@ from .errors import BuildError
 from .targets import TargetSpec
 
 
+def _first_lines(err: Exception, limit: int = 6) -> str:
+    """The part of a TVM error a user needs: the failing primitive and TVM's reason.
+
+    A ScheduleError carries the whole IR between the two; leave that out.
+    """
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(err).__name__
+    reason = next((i for i, ln in enumerate(lines) if ln.startswith("Error message:")), None)
+    if reason is not None:
+        return "\n    ".join([lines[0], *lines[reason:reason + limit]])
+    return "\n    ".join(lines[:limit])
+
+
+def _does_not_apply(err: Exception, name: str, record: records.Record) -> BuildError:
+    return BuildError(f"the schedule trace does not apply: {_first_lines(err)}",
+                      file=record.path, workload=name,
+                      hint="fix the edited instruction or decision, or delete the file "
+                           "to use TVM's default schedule")
+
+
+def check_decisions(func, name: str, record: records.Record) -> None:
+    """Refuse a trace whose decisions TVM would silently change when replaying it.
+
+    TVM repairs a sampling decision that does not fit (e.g. tile factors whose
+    product is not the loop extent) instead of failing; the user who edited the
+    number would get a different schedule than the one they wrote.
+    """
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    from .sampling import plain
+    from .workloads import normalize
+
+    sch = Schedule(normalize(func), error_render_level="detail")
+    try:
+        Trace.apply_json_to_schedule(record.trace, sch)
+    except Exception as err:  # TVM raises its own error types for a failed schedule primitive
+        raise _does_not_apply(err, name, record) from None
+    insts = record.trace[0]
+    replayed = {int(i): v for i, v in plain(sch.trace.as_json())[1]}
+    for index, wanted in record.trace[1]:
+        got = replayed.get(int(index))
+        if got == wanted:
+            continue
+        kind = insts[index][0] if 0 <= index < len(insts) else "?"
+        detail = ""
+        if kind == "SamplePerfectTile" and isinstance(got, list):
+            extent = 1
+            for factor in got:
+                extent *= factor
+            detail = f" (the factors must multiply to the loop extent {extent})"
+        raise BuildError(
+            f"the schedule trace does not apply: decision for instruction {index} "
+            f"({kind}) is {wanted}, which this workload cannot take{detail}; "
+            f"TVM would use {got} instead",
+            file=record.path, workload=name,
+            hint="edit the decision to a valid value, or delete the file to use "
+                 "TVM's default schedule")
+
+
 def apply_record(func, name: str, record: records.Record, target):
     """``func`` scheduled by ``record``'s trace; raises BuildError when it does not apply."""
     import tvm
@@ -22,6 +83,7 @@ def apply_record(func, name: str, record: records.Record, target):
 
     from .workloads import normalize
 
+    check_decisions(func, name, record)
     db = ms.database.MemoryDatabase()
     workload = db.commit_workload(normalize(func))
     run_secs = record.run_secs or [1.0]  # a database only returns records with a run time
@@ -30,19 +92,9 @@ def apply_record(func, name: str, record: records.Record, target):
     try:
         with target, db:
             mod = relax.transform.MetaScheduleApplyDatabase()(tvm.IRModule({name: func}))
-    except Exception as err:  # TVM raises its own error types for a failed schedule primitive
-        raise BuildError(f"the schedule trace does not apply: {_first_lines(err)}",
-                         file=record.path, workload=name,
-                         hint="fix the edited instruction or decision, or delete the file "
-                              "to use TVM's default schedule") from None
+    except Exception as err:
+        raise _does_not_apply(err, name, record) from None
     return mod[name]
-
-
-def _first_lines(err: Exception, limit: int = 12) -> str:
-    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-    keep = [ln for ln in lines if not ln.lstrip().startswith(("File ", "Stack trace", "0:", "1:"))]
-    text = "\n    ".join((keep or lines)[:limit])
-    return text
 
 
 def run(workload_file: Path, record_file: Path | None, out_file: Path, target_spec: TargetSpec,

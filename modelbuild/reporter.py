@@ -16,6 +16,7 @@ from pathlib import Path
 
 from doit.reporter import ConsoleReporter
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import manifest as manifest_mod
@@ -95,13 +96,16 @@ class ModelbuildReporter(ConsoleReporter):
             self.write(f"-- {task.title()}\n")
             self._advance()
 
-    def add_failure(self, task, fail):
-        super().add_failure(task, fail)
-
     def complete_run(self):
         if self.progress is not None:
             self.progress.stop()
-        super().complete_run()
+        for result in self.failures:  # what the failed task printed, if anything
+            task = result["task"]
+            out = "".join(a.out or "" for a in task.actions) + "".join(a.err or "" for a in task.actions)
+            if task.executed and out.strip():
+                self.write(f"{task.name} output:\n{out}\n")
+        if self.runtime_errors:
+            self.write("Execution aborted.\n" + "\n".join(self.runtime_errors) + "\n")
         elapsed = time.perf_counter() - self.t0
         parts = [f"{self.ran[k]} {k}" for k in _KINDS if self.ran[k]]
         ran = ("ran " + ", ".join(parts)) if parts else "nothing to rebuild"
@@ -112,7 +116,7 @@ class ModelbuildReporter(ConsoleReporter):
         if slow and sum(self.ran.values()) > 3:
             self.console.print("  slowest: " + ", ".join(f"{n} {s:.2f} s" for n, s in slow))
         for result in self.failures:
-            message = result["exception"].get_msg().strip()
-            if message.startswith("error:") or "\nerror:" in message:
-                self.console.print(f"[red]{result['task'].name}[/red]: {message}")
+            first = result["exception"].get_msg().strip().splitlines()[:1] or ["?"]
+            self.console.print(f"  [red]failed[/red] {escape(result['task'].name)}: "
+                               f"{escape(first[0])}")
         sys.stdout.flush()

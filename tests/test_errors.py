@@ -1,0 +1,131 @@
+"""Bad input: a clear message naming the file and workload, a non-zero exit, nothing lost."""
+
+import json
+
+import pytest
+
+from conftest import sha256
+from modelbuild import records
+
+
+def _write(project, workload, rec):
+    path = project.record("tiny", workload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records.save(path, rec)
+    return path
+
+
+@pytest.fixture
+def good(tiny_copy, tiny_variants):
+    """A tiny project built with one good record; returns (project, workload, record path, lib hash)."""
+    workload, variants = tiny_variants
+    path = _write(tiny_copy, workload, variants[0])
+    tiny_copy.doit("build:tiny")
+    return tiny_copy, workload, path, sha256(tiny_copy.library("tiny"))
+
+
+def _failed(project, *args):
+    run = project.doit(*args, check=False)
+    assert run.returncode != 0, run
+    return run
+
+
+def test_invalid_json(good):
+    project, workload, path, lib_hash = good
+    path.write_text(path.read_text()[:-20])
+    run = _failed(project, "build:tiny")
+    assert f"schedules/tiny/{workload}.json" in run.output
+    assert f"workload {workload}" in run.output and "invalid JSON at line" in run.output
+    assert "Traceback" not in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
+def _perfect_tile_decision(trace):
+    insts, decisions = trace
+    for index, value in decisions:
+        if insts[index][0] == "SamplePerfectTile":
+            return index, value
+    raise AssertionError("no SamplePerfectTile decision")
+
+
+def test_trace_that_does_not_apply(good):
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    index, factors = _perfect_tile_decision(data["trace"])
+    bad = [factors[0] * 3, *factors[1:]]  # product no longer equals the loop extent
+    for decision in data["trace"][1]:
+        if decision[0] == index:
+            decision[1] = bad
+    path.write_text(json.dumps(data, indent=2))
+    run = _failed(project, "build:tiny")
+    assert f"schedules/tiny/{workload}.json" in run.output and f"workload {workload}" in run.output
+    assert "the schedule trace does not apply" in run.output
+    assert f"decision for instruction {index} (SamplePerfectTile) is {bad}" in run.output
+    assert "multiply to the loop extent" in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
+def test_trace_with_an_impossible_instruction(good):
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    get_block = data["trace"][0][0][0]  # the trace's own block-lookup instruction kind
+    data["trace"][0].insert(1, [get_block, [], ["no_such_block", "main"], ["b_x"]])
+    data["trace"][1] = [[i + 1 if i >= 1 else i, v] for i, v in data["trace"][1]]
+    path.write_text(json.dumps(data))
+    run = _failed(project, "build:tiny")
+    assert "the schedule trace does not apply" in run.output and "no_such_block" in run.output
+    assert f"workload {workload}" in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
+def test_stale_record(good):
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    data["workload_hash"] = "12345"
+    path.write_text(json.dumps(data))
+    run = _failed(project, "build:tiny")
+    assert "stale record" in run.output and "12345" in run.output
+    assert f"schedules/tiny/{workload}.json" in run.output
+    assert "delete the file" in run.output  # says how to fix it
+    assert sha256(project.library("tiny")) == lib_hash
+
+
+def test_record_for_another_target(good):
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    data["target"] = {"kind": "cuda"}
+    path.write_text(json.dumps(data))
+    run = _failed(project, "build:tiny")
+    assert "made for target 'cuda'" in run.output and f"workload {workload}" in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
+def test_unknown_model(tiny_copy):
+    run = _failed(tiny_copy, "build:nosuch")
+    assert "unknown model 'nosuch'" in run.output and "Known models: tiny" in run.output
+    assert "models/nosuch.toml" in run.output
+
+
+def test_unsupported_target(tiny_copy):
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    run = _failed(tiny_copy, "build:tiny", "target=cuda")
+    assert "unsupported target 'cuda'" in run.output and "llvm" in run.output
+    assert "Traceback" not in run.output
+    assert sha256(tiny_copy.library("tiny")) == lib_hash
+
+
+def test_broken_model_file(tiny_copy):
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    (tiny_copy.root / "models" / "tiny.onnx").write_bytes(b"\x08garbage")
+    run = _failed(tiny_copy, "build:tiny")
+    assert "models/tiny.onnx" in run.output
+    assert sha256(tiny_copy.library("tiny")) == lib_hash
+
+
+def test_failed_build_then_fix_builds_again(good, tiny_variants):
+    project, workload, path, _ = good
+    path.write_text("{")
+    _failed(project, "build:tiny")
+    _write(project, workload, tiny_variants[1][1])
+    run = project.doit("build:tiny")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
