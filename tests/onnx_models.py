@@ -67,6 +67,8 @@ def randomized_light(name: str, seed: int = 0) -> onnx.ModelProto:
             else:
                 value = rng.standard_normal(shape) * 0.1
             new_inits.append(_init(out, value))
+            # Old-style models list every initializer as a graph input too.
+            g.input.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, shape))
         else:
             keep.append(node)
     del g.node[:]

@@ -1,0 +1,65 @@
+"""partition: deterministic artifacts, the zero pipeline's workloads, the graph objects."""
+
+from conftest import make_project
+from modelbuild import manifest
+from onnx_models import tiny_model
+
+
+def _artifacts(project, model):
+    part = project.root / "build" / model / "partition"
+    return {str(p.relative_to(part)): p.read_bytes() for p in sorted(part.rglob("*")) if p.is_file()}
+
+
+def test_same_model_gives_byte_identical_artifacts(tmp_path):
+    a = make_project(tmp_path / "a", {"tiny": tiny_model()})
+    b = make_project(tmp_path / "b", {"tiny": tiny_model()})
+    a.doit("partition:tiny")
+    b.doit("partition:tiny")
+    files_a, files_b = _artifacts(a, "tiny"), _artifacts(b, "tiny")
+    assert "manifest.msgpack" in files_a and any(k.startswith("graph/") for k in files_a)
+    assert files_a == files_b
+
+
+def test_workloads_are_the_zero_pipelines_primfuncs(tmp_path):
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+
+    from modelbuild import models, partition
+
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    project.doit("partition:tiny")
+    spec = models.discover(project.root / "models")["tiny"]
+    target = tvm.target.Target({"kind": "llvm"})
+    with target:
+        zero = relax.get_pipeline("zero")(partition.import_model(spec))
+    expected = {gv.name_hint: f for gv, f in zero.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    man = manifest.read(project.root / "build/tiny/partition/manifest.msgpack")
+    assert [w.name for w in man.workloads] == sorted(expected)
+    for w in man.workloads:
+        saved = tvm.ir.load_json(project.workload_file("tiny", w.name).read_text())
+        assert tvm_ffi.structural_equal(saved, expected[w.name]), w.name
+    assert [(n, list(s), d) for n, s, d in man.inputs] == [("x", [1, 3, 16, 16], "float32")]
+
+
+def test_model_edit_that_removes_workloads_removes_their_files(tmp_path):
+    import onnx
+
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    project.doit("build:tiny")
+    model = tiny_model()
+    # Drop the classifier: Flatten and Gemm go, the pooled tensor becomes the output.
+    keep = [n for n in model.graph.node if n.op_type not in ("Flatten", "Gemm")]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    model.graph.output[0].name = "p"
+    del model.graph.output[0].type.tensor_type.shape.dim[2:]
+    model.graph.output[0].type.tensor_type.shape.dim.extend(model.graph.output[0].type.tensor_type.shape.dim[:0])
+    onnx.save(model, str(project.root / "models" / "tiny.onnx"))
+    run = project.doit("build:tiny")
+    man = manifest.read(project.root / "build/tiny/partition/manifest.msgpack")
+    names = {w.name for w in man.workloads}
+    on_disk = {p.stem for p in (project.root / "build/tiny/partition/workloads").glob("*.json")}
+    assert on_disk == names
+    assert not any("matmul" in n for n in names)
+    assert "link:tiny" in run.ran
