@@ -7,6 +7,7 @@ its VM executable is built here once, as object files, and link only links.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +21,29 @@ from .targets import TargetSpec
 PASSES = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
 
 
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _identifier_input_names(model, shapes: dict) -> dict:
+    """Rename graph inputs to valid C identifiers, in place; returns the shapes re-keyed.
+
+    TIR parameters are named after the model inputs, and TVM's C codegen
+    writes them into C source verbatim ("gpu_0/data_0" does not compile).
+    """
+    initializers = {i.name for i in model.graph.initializer}
+    renames = {}
+    for value in model.graph.input:
+        if value.name not in initializers and _NOT_IDENT.search(value.name):
+            renames[value.name] = _NOT_IDENT.sub("_", value.name)
+    for value in model.graph.input:
+        value.name = renames.get(value.name, value.name)
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            if name in renames:
+                node.input[i] = renames[name]
+    return {renames.get(k, k): v for k, v in shapes.items()}
+
+
 def import_model(spec: ModelSpec):
     """The model as a Relax IRModule (weights bound as constants)."""
     import onnx
@@ -31,7 +55,8 @@ def import_model(spec: ModelSpec):
     except Exception as err:
         raise BuildError(f"cannot read ONNX model: {err}", file=spec.onnx_path) from None
     try:
-        return from_onnx(model, shape_dict=spec.inputs or None, keep_params_in_input=False)
+        shapes = _identifier_input_names(model, dict(spec.inputs))
+        return from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
     except Exception as err:
         raise BuildError(f"TVM cannot import this ONNX model: {err}", file=spec.onnx_path,
                          hint="declare static input shapes in models/<name>.toml [inputs]") from None

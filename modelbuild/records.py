@@ -109,7 +109,7 @@ def load(path: Path, expected_workload: str | None = None) -> Record:
 
 def check_target(record: Record, target: TargetSpec) -> None:
     kind = record.target.get("kind")
-    if kind != target.tvm_target["kind"]:
+    if kind not in target.records_from:
         _fail(record.path, record.workload,
               f"the record was made for target '{kind}', this build is for '{target.name}'",
               "build with the record's target, or replace the record with one for this target")

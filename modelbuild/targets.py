@@ -13,11 +13,22 @@ from .errors import BuildError
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """One build target: its name on the command line and its TVM target dict."""
+    """One build target: its name on the command line and its TVM target dict.
+
+    ``emit`` names how codegen turns a compiled workload into an object file
+    (see codegen.EMITTERS); ``records_from`` lists the target kinds whose
+    schedule records apply to this target.
+    """
 
     name: str
     tvm_target: dict = field(default_factory=dict)
     description: str = ""
+    emit: str = "object"
+    records_from: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.tvm_target["kind"]
 
     def key(self) -> str:
         """A stable string that changes whenever code for this target would change."""
@@ -25,7 +36,10 @@ class TargetSpec:
 
 
 TARGETS: dict[str, TargetSpec] = {
-    "llvm": TargetSpec("llvm", {"kind": "llvm"}, "host CPU through LLVM (default)"),
+    "llvm": TargetSpec("llvm", {"kind": "llvm"}, "host CPU through LLVM (default)",
+                       emit="object", records_from=("llvm",)),
+    "c": TargetSpec("c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
+                    emit="c-source", records_from=("c", "llvm")),
 }
 
 DEFAULT_TARGET = "llvm"

@@ -13,6 +13,7 @@ Loading tasks must stay cheap: no TVM import here.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,25 @@ DOCS = {
     "link": "Link a model's objects and graph into build/<model>/<model>.so.",
     "build": "Build a model's library: doit build:<model> [target=llvm].",
 }
+
+
+# The modelbuild modules whose code decides each step's output: editing one
+# reruns that step (the build tool's own version is an input, as in Bazel).
+STEP_SOURCES = {
+    "partition": ("partition.py", "manifest.py", "workloads.py", "toolchain.py", "models.py"),
+    "lower": ("lower.py", "records.py", "workloads.py", "sampling.py"),
+    "codegen": ("codegen.py", "toolchain.py", "targets.py"),
+    "link": ("link.py", "toolchain.py"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _code_digest(files: tuple[str, ...]) -> str:
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def step(fn, *args):
@@ -75,6 +95,10 @@ class Context:
             "passes": list(partition.PASSES),
         }
 
+    def config_for(self, step: str) -> dict:
+        """The config of one kind of step, including the digest of the code that runs it."""
+        return {**self.config, "code": _code_digest(STEP_SOURCES[step])}
+
 
 def _subtask(basename: str, name: str, **fields) -> Task:
     task = dict_to_task({"name": f"{basename}:{name}", **fields})
@@ -90,7 +114,7 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
         actions=[(step, [partition.run, spec, layout, ctx.target])],
         file_dep=[str(p) for p in spec.source_files()],
         targets=[str(layout.manifest)],
-        uptodate=[config_changed(ctx.config)],
+        uptodate=[config_changed(ctx.config_for("partition"))],
         clean=True,
     )
 
@@ -115,7 +139,7 @@ def unit_tasks(ctx: Context, model: str):
                              layout.lowered(w.name), ctx.target, w.name])],
             file_dep=deps,
             targets=[str(layout.lowered(w.name))],
-            uptodate=[config_changed(ctx.config)],
+            uptodate=[config_changed(ctx.config_for("lower"))],
             clean=True,
         )
         yield _subtask(
@@ -125,7 +149,7 @@ def unit_tasks(ctx: Context, model: str):
                              layout.object(w.name), ctx.target, w.name])],
             file_dep=[str(layout.lowered(w.name))],
             targets=[str(layout.object(w.name))],
-            uptodate=[config_changed(ctx.config)],
+            uptodate=[config_changed(ctx.config_for("codegen"))],
             clean=True,
         )
         objects.append(layout.object(w.name))
@@ -136,7 +160,7 @@ def unit_tasks(ctx: Context, model: str):
         actions=[(step, [link.run, objects, graph, layout.library])],
         file_dep=[str(p) for p in [*objects, *graph]],
         targets=[str(layout.library)],
-        uptodate=[config_changed({**ctx.config, "cc": _compiler_or_none()})],
+        uptodate=[config_changed({**ctx.config_for("link"), "cc": _compiler_or_none()})],
         clean=True,
     )
 
