@@ -2,8 +2,8 @@
 
 Lines keep doit's own markers (".  task" ran, "-- task" up to date), so the
 output reads like any doit run and scripts can parse it. On a terminal a
-transient rich progress bar on stderr shows how far a long build is; it
-disappears when the build ends. A failed step's message (file, workload, what
+transient rich progress bar below the task lines shows how far a long build
+is; it disappears when the build ends. A failed step's message (file, workload, what
 to do) is repeated at the end, in red.
 """
 
@@ -36,7 +36,6 @@ class ModelbuildReporter(ConsoleReporter):
     def __init__(self, outstream, options):
         super().__init__(outstream, options)
         self.console = Console(file=outstream, highlight=False, soft_wrap=True)
-        self.err_console = Console(stderr=True)
         self.project = Project(Path.cwd())
         self.started: dict[str, float] = {}
         self.ran: Counter = Counter()
@@ -62,17 +61,26 @@ class ModelbuildReporter(ConsoleReporter):
                 self.models.add(model)
             elif name in ("build", "link", "partition"):
                 self.models.update(m for m in (_model_of(t) for t in tasks) if m)
-        if self.err_console.is_terminal:
+        if self.console.is_terminal:
+            # Task lines are printed through the same console, above the bar; the
+            # steps' own output is left alone (no stdout/stderr redirection).
             self.progress = Progress(TextColumn("[bold]modelbuild"), BarColumn(),
                                      MofNCompleteColumn(), TimeElapsedColumn(),
                                      TextColumn("{task.description}"),
-                                     console=self.err_console, transient=True)
+                                     console=self.console, transient=True,
+                                     redirect_stdout=False, redirect_stderr=False)
             self.progress.start()
             self.bar = self.progress.add_task("", total=self._expected_total() or None)
 
     def _advance(self, description: str = "") -> None:
         if self.progress is not None:
             self.progress.update(self.bar, advance=1, description=description)
+
+    def write(self, text):
+        if self.progress is not None:
+            self.console.print(text, end="", markup=False, highlight=False)
+        else:
+            super().write(text)
 
     # -- doit hooks -------------------------------------------------------------
     def execute_task(self, task):
@@ -108,8 +116,10 @@ class ModelbuildReporter(ConsoleReporter):
             self.write("Execution aborted.\n" + "\n".join(self.runtime_errors) + "\n")
         elapsed = time.perf_counter() - self.t0
         parts = [f"{self.ran[k]} {k}" for k in _KINDS if self.ran[k]]
-        ran = ("ran " + ", ".join(parts)) if parts else "nothing to rebuild"
-        status = "[red]failed[/red]" if self.failures or self.runtime_errors else "[green]done[/green]"
+        failed = bool(self.failures or self.runtime_errors)
+        ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed
+                                                         else "nothing to rebuild")
+        status = "[red]failed[/red]" if failed else "[green]done[/green]"
         self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date; "
                            f"{elapsed:.1f} s")
         slow = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:3]
