@@ -48,8 +48,12 @@ class ModelLayout:
         """Objects of the VM executable (bytecode and constants) of the graph."""
         return self.dir / "partition" / "graph"
 
+    @property
+    def workloads_dir(self) -> Path:
+        return self.dir / "partition" / "workloads"
+
     def workload(self, workload: str) -> Path:
-        return self.dir / "partition" / "workloads" / f"{workload}.json"
+        return self.workloads_dir / f"{workload}.json"
 
     def record(self, workload: str) -> Path:
         return self.project.schedules_dir / self.name / f"{workload}.json"

@@ -143,7 +143,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     funcs = workloads_of(fused)
     for name, func in funcs.items():
         atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
-    for old in layout.workload("x").parent.glob("*.json"):
+    for old in layout.workloads_dir.glob("*.json"):
         if old.stem not in funcs:
             old.unlink()
     # Build the graph objects beside, then swap, so a failure keeps the old ones.
