@@ -55,8 +55,15 @@ class ModelLayout:
     def workload(self, workload: str) -> Path:
         return self.workloads_dir / f"{workload}.json"
 
+    @property
+    def records_dir(self) -> Path:
+        return self.project.schedules_dir / self.name
+
     def record(self, workload: str) -> Path:
-        return self.project.schedules_dir / self.name / f"{workload}.json"
+        return self.records_dir / f"{workload}.json"
+
+    def variants_dir(self, workload: str) -> Path:
+        return self.records_dir / "variants" / workload
 
     def lowered(self, workload: str) -> Path:
         return self.dir / "lowered" / f"{workload}.json"

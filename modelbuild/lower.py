@@ -97,25 +97,32 @@ def apply_record(func, name: str, record: records.Record, target):
     return mod[name]
 
 
+def checked_record(record_file: Path, func, name: str, target_spec: TargetSpec) -> records.Record:
+    """The record in ``record_file``, validated against the workload as the build needs it:
+    JSON shape, workload name and hash (stale?), target. Raises BuildError."""
+    from .workloads import structural_hash
+
+    record = records.load(record_file, expected_workload=name)
+    records.check_target(record, target_spec)
+    current = structural_hash(func)
+    if record.workload_hash != current:
+        raise BuildError(
+            f"stale record: it was made for workload hash {record.workload_hash}, "
+            f"but the model's workload '{name}' now hashes to {current} "
+            "(the model or the partition passes changed)",
+            file=record_file, workload=name,
+            hint="re-tune or re-sample this workload, or delete the file to build "
+                 "it with TVM's default schedule")
+    return record
+
+
 def run(workload_file: Path, record_file: Path | None, out_file: Path, target_spec: TargetSpec,
         name: str) -> None:
     """Write ``name``'s scheduled TIR to ``out_file``."""
     import tvm
 
-    from .workloads import structural_hash
-
     func = tvm.ir.load_json(workload_file.read_text())
     if record_file is not None and record_file.exists():
-        record = records.load(record_file, expected_workload=name)
-        records.check_target(record, target_spec)
-        current = structural_hash(func)
-        if record.workload_hash != current:
-            raise BuildError(
-                f"stale record: it was made for workload hash {record.workload_hash}, "
-                f"but the model's workload '{name}' now hashes to {current} "
-                "(the model or the partition passes changed)",
-                file=record_file, workload=name,
-                hint="re-tune or re-sample this workload, or delete the file to build "
-                     "it with TVM's default schedule")
+        record = checked_record(record_file, func, name, target_spec)
         func = apply_record(func, name, record, tvm.target.Target(target_spec.tvm_target))
     atomic.write_text(out_file, tvm.ir.save_json(func))

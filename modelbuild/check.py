@@ -1,0 +1,56 @@
+"""Check a model's records before a build, with the build's own checks.
+
+Every record file in schedules/<model>/ (and each sampled variant) is parsed,
+matched to a workload of the current model, checked for staleness and
+target, and its trace is applied - exactly what lower does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError
+from .layout import ModelLayout
+from .targets import TargetSpec
+
+
+@dataclass
+class Problem:
+    file: Path
+    workload: str | None
+    message: str
+
+
+def record_files(layout: ModelLayout) -> list[Path]:
+    folder = layout.records_dir
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None) -> Problem | None:
+    """None if the record at ``path`` builds; else what is wrong with it."""
+    import tvm
+
+    from .lower import apply_record, checked_record
+
+    name = workload or path.stem
+    if name not in funcs:
+        return Problem(path, name, f"the model has no workload '{name}' "
+                                   "(renamed by a model change? delete or rename the file)")
+    try:
+        record = checked_record(path, funcs[name], name, target_spec)
+        apply_record(funcs[name], name, record, tvm.target.Target(target_spec.tvm_target))
+    except BuildError as err:
+        text = err.message + (f"\n  hint: {err.hint}" if err.hint else "")
+        return Problem(path, name, text)
+    return None
+
+
+def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec) -> tuple[int, list[Problem]]:
+    """(number of files checked, problems) for the active records and all variants."""
+    files = [(p, None) for p in record_files(layout)]
+    variants = layout.records_dir / "variants"
+    if variants.is_dir():
+        files += [(p, p.parent.name) for p in sorted(variants.glob("*/*.json"))]
+    problems = [pr for p, w in files if (pr := check_file(p, funcs, target_spec, w))]
+    return len(files), problems

@@ -1,0 +1,255 @@
+"""The modelbuild command line: edits to schedule records (`python -m modelbuild --help`).
+
+Building stays with doit (`doit build:<model>`); these commands make, check
+and inspect the records a build uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from . import records, targets
+from .errors import BuildError
+from .layout import Project
+
+console = Console(highlight=False, soft_wrap=True)  # paths stay whole
+
+
+def _project(args) -> Project:
+    from .workspace import find_root
+
+    return Project(Path(args.project).resolve() if args.project else find_root())
+
+
+def cmd_tune(args) -> int:
+    from rich.progress import Progress
+
+    from . import msdb, tuning
+    from .workspace import load_workloads
+
+    project = _project(args)
+    spec = targets.resolve(args.target)
+    funcs = load_workloads(project, args.model, spec.name)
+    if args.workload:
+        missing = sorted(set(args.workload) - set(funcs))
+        if missing:
+            raise BuildError(f"model '{args.model}' has no workload(s) {', '.join(missing)}",
+                             hint=f"`python -m modelbuild inspect {args.model}` lists them")
+        funcs = {k: v for k, v in funcs.items() if k in args.workload}
+    if args.trials is not None:
+        per = args.trials
+    else:
+        per = max(1, args.total_trials // max(1, len(funcs)))
+    work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
+    console.print(f"tuning {len(funcs)} workload(s) of {args.model} for {spec.name}: "
+                  f"{per} trials each, cost model {tuning.cost_model_name()}, database {work_dir}")
+    with Progress(console=console, transient=False, redirect_stdout=False,
+                  redirect_stderr=False) as progress:
+        bar = progress.add_task("tuning", total=len(funcs))
+
+        def on_workload(name, index, total):
+            progress.update(bar, completed=index, description=f"tuning {name}")
+
+        tuning.tune(funcs, spec, work_dir, per, seed=args.seed, on_workload=on_workload)
+        progress.update(bar, completed=len(funcs), description="tuned")
+    report = msdb.import_database(work_dir, args.model, funcs, project.model(args.model),
+                                  source="tuned", only=set(funcs))
+    _print_import(report, work_dir)
+    return 0
+
+
+def _print_import(report, work_dir) -> None:
+    table = Table(title=f"import from {work_dir}")
+    table.add_column("result")
+    table.add_column("count", justify="right")
+    table.add_column("workloads")
+    for label, names in (("written", report.written), ("unchanged", report.unchanged),
+                         ("skipped: no valid record", report.skipped),
+                         ("unmatched: not in the model", report.unmatched)):
+        table.add_row(label, str(len(names)), escape(", ".join(names)))
+    console.print(table)
+    console.print(f"matched {report.matched}, unmatched {len(report.unmatched)}, "
+                  f"skipped {len(report.skipped)}")
+
+
+def cmd_import(args) -> int:
+    from . import msdb
+    from .workspace import load_workloads
+
+    project = _project(args)
+    funcs = load_workloads(project, args.model, args.target)
+    report = msdb.import_database(Path(args.work_dir), args.model, funcs,
+                                  project.model(args.model), source=args.source)
+    _print_import(report, args.work_dir)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from . import msdb
+    from .check import record_files
+    from .workspace import load_workloads
+
+    project = _project(args)
+    layout = project.model(args.model)
+    funcs = load_workloads(project, args.model, args.target)
+    recs = [records.load(p, expected_workload=p.stem) for p in record_files(layout)]
+    unknown = [r.workload for r in recs if r.workload not in funcs]
+    if unknown:
+        raise BuildError(f"records for workloads the model does not have: {', '.join(unknown)}",
+                         hint=f"python -m modelbuild check {args.model}")
+    count = msdb.export_database(recs, funcs, Path(args.out_dir))
+    console.print(f"exported {count} record(s) of {args.model} to {args.out_dir}")
+    return 0
+
+
+def cmd_sample(args) -> int:
+    from . import variants
+    from .workspace import load_workloads
+
+    project = _project(args)
+    spec = targets.resolve(args.target)
+    funcs = load_workloads(project, args.model, spec.name)
+    if args.workload not in funcs:
+        raise BuildError(f"model '{args.model}' has no workload '{args.workload}'",
+                         hint=f"`python -m modelbuild inspect {args.model}` lists them")
+    with console.status(f"sampling {args.count} variant(s) of {args.workload} ..."):
+        paths = variants.sample(project.model(args.model), args.workload, funcs[args.workload],
+                                spec, args.count, seed=args.seed)
+    for path in paths:
+        console.print(f"wrote {path}")
+    console.print(f"make one active with: python -m modelbuild select {args.model} "
+                  f"{args.workload} <k>")
+    return 0
+
+
+def cmd_select(args) -> int:
+    from . import variants
+    from .workspace import model_layout
+
+    project = _project(args)
+    layout = model_layout(project, args.model)
+    k = None if args.variant == "default" else int(args.variant)
+    path = variants.select(layout, args.workload, k)
+    if k is None:
+        console.print(f"{args.workload}: no active record; builds with TVM's default schedule")
+    else:
+        console.print(f"{args.workload}: variant {k} is now {path}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from . import check
+    from .workspace import load_workloads
+
+    project = _project(args)
+    spec = targets.resolve(args.target)
+    funcs = load_workloads(project, args.model, spec.name)
+    checked, problems = check.check_model(project.model(args.model), funcs, spec)
+    for problem in problems:
+        console.print(f"[red]{escape(str(problem.file))}[/red]: workload {problem.workload}: "
+                      f"{escape(problem.message)}")
+    verdict = "[red]problems[/red]" if problems else "[green]ok[/green]"
+    console.print(f"{args.model}: checked {checked} record file(s): {len(problems)} "
+                  f"with problems - {verdict}")
+    return 1 if problems else 0
+
+
+def cmd_inspect(args) -> int:
+    from . import inspect_records
+    from .workspace import ensure_partitioned
+
+    project = _project(args)
+    man = ensure_partitioned(project, args.model, args.target)
+    rows = inspect_records.rows(project.model(args.model), man)
+    if args.json:
+        print(json.dumps([r.to_json() for r in rows], indent=2))
+        return 0
+    table = Table(title=f"{args.model}: {len(rows)} workloads")
+    for col in ("workload", "status", "run time", "variant", "record"):
+        table.add_column(col)
+    for r in rows:
+        secs = f"{r.run_secs * 1e3:.3f} ms" if r.run_secs is not None else ""
+        variant = (f"{r.variant} of {r.variants}" if r.variant else
+                   (f"- of {r.variants}" if r.variants else ""))
+        table.add_row(r.workload, r.status, secs, variant, escape(r.record or r.note))
+    console.print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--project", help="project directory (default: found upwards from here)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("tune", help="tune a model's workloads with MetaSchedule and write records")
+    p.add_argument("model")
+    p.add_argument("--workload", action="append", help="only this workload (repeatable)")
+    p.add_argument("--trials", type=int, help="measured trials per workload")
+    p.add_argument("--total-trials", type=int, default=64,
+                   help="trial budget split over the workloads when --trials is not given")
+    p.add_argument("--work-dir", help="MetaSchedule database directory "
+                                      "(default: build/<model>/tuning)")
+    p.add_argument("--target", default="llvm")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("import", help="import a MetaSchedule database into record files")
+    p.add_argument("model")
+    p.add_argument("work_dir", help="directory with database_workload.json and "
+                                    "database_tuning_record.json")
+    p.add_argument("--source", default="tuned", help="what to call these records (tuned/hand/...)")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export", help="write a model's records as a MetaSchedule JSONDatabase")
+    p.add_argument("model")
+    p.add_argument("out_dir")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("sample", help="sample valid schedule variants of one workload "
+                                      "(no measurement)")
+    p.add_argument("model")
+    p.add_argument("workload")
+    p.add_argument("-n", "--count", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("select", help="make one sampled variant the active record")
+    p.add_argument("model")
+    p.add_argument("workload")
+    p.add_argument("variant", help="variant number, or 'default' for no record")
+    p.set_defaults(func=cmd_select)
+
+    p = sub.add_parser("check", help="validate every record against the current model")
+    p.add_argument("model")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("inspect", help="list a model's workloads with their record status")
+    p.add_argument("model")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_inspect)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BuildError as err:
+        console.print(f"[red]{escape(str(err))}[/red]")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

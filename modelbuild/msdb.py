@@ -1,0 +1,142 @@
+"""MetaSchedule databases <-> modelbuild record files.
+
+Import matches the database's workloads to the model's by structural
+equality and takes each one's fastest valid record (what
+``JSONDatabase.query_tuning_record`` returns); export writes a JSONDatabase
+that ``tvm.compile`` with ``MetaScheduleApplyDatabase`` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import records
+from .errors import BuildError
+from .layout import ModelLayout
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+
+
+@dataclass
+class ImportReport:
+    written: list[str] = field(default_factory=list)     # record file changed or new
+    unchanged: list[str] = field(default_factory=list)   # same record already there
+    skipped: list[str] = field(default_factory=list)     # model workload with no valid record
+    unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
+
+    @property
+    def matched(self) -> int:
+        return len(self.written) + len(self.unchanged)
+
+
+def validate_files(work_dir: Path) -> None:
+    """Clear errors for a missing file or a line that is not JSON, before TVM reads them."""
+    if not work_dir.is_dir():
+        raise BuildError("not a directory", file=work_dir,
+                         hint="give the work_dir that MetaSchedule tuning wrote")
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        path = work_dir / name
+        if not path.is_file():
+            raise BuildError(f"missing {name}: a MetaSchedule database has {WORKLOAD_FILE} "
+                             f"and {RECORD_FILE}", file=path)
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as err:
+                raise BuildError(f"line {lineno} is not valid JSON ({err.msg}); "
+                                 "the file may be truncated", file=path,
+                                 hint="re-run tuning, or delete the broken line") from None
+
+
+def _open(work_dir: Path):
+    from tvm.s_tir import meta_schedule as ms
+
+    validate_files(work_dir)
+    return ms.database.JSONDatabase(str(work_dir / WORKLOAD_FILE), str(work_dir / RECORD_FILE),
+                                    allow_missing=False)
+
+
+def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout,
+                    source: str = "tuned", only: set[str] | None = None) -> ImportReport:
+    """Write one record file per model workload the database has a valid record for."""
+    import tvm_ffi
+
+    from .sampling import plain
+    from .workloads import normalize, structural_hash
+
+    db = _open(work_dir)
+    report = ImportReport()
+    matched_mods = []
+    for name, func in funcs.items():
+        mod = normalize(func)
+        if only is not None and name not in only:
+            continue
+        if not db.has_workload(mod):
+            continue
+        matched_mods.append(mod)
+        best = db.get_top_k(db.commit_workload(mod), 1)
+        if not best:
+            report.skipped.append(name)
+            continue
+        rec = best[0]
+        record = records.Record(
+            None, name, structural_hash(func), target_dict(rec.target),
+            plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
+            source, model)
+        path = layout.record(name)
+        text = records.format_record(record)
+        if path.is_file() and path.read_text() == text:
+            report.unchanged.append(name)
+        else:
+            records.save(path, replace(record, path=path))
+            report.written.append(name)
+    for tuning_record in db.get_all_tuning_records():
+        wmod = tuning_record.workload.mod
+        if not any(tvm_ffi.structural_equal(wmod, m) for m in matched_mods):
+            label = _workload_label(wmod)
+            if label not in report.unmatched:
+                report.unmatched.append(label)
+    return report
+
+
+def target_dict(target) -> dict:
+    """A record's target as a small dict: what was set, without TVM's derived defaults."""
+    from .sampling import plain
+
+    if target is None:
+        return {}
+    data = plain(target.export())
+    return {k: v for k, v in data.items() if k not in ("tag", "keys") and v not in ("", [], None)}
+
+
+def _workload_label(mod) -> str:
+    import tvm_ffi
+
+    func = mod["main"]
+    name = func.attrs.get("global_symbol", "main") if func.attrs else "main"
+    return f"{name} (hash {tvm_ffi.structural_hash(mod)})"
+
+
+def export_database(model_records: list[records.Record], funcs: dict, out_dir: Path) -> int:
+    """Write the records as a MetaSchedule JSONDatabase in ``out_dir``; returns how many."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from .workloads import normalize
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        (out_dir / name).unlink(missing_ok=True)
+    db = ms.database.JSONDatabase(str(out_dir / WORKLOAD_FILE), str(out_dir / RECORD_FILE),
+                                  allow_missing=True)
+    for rec in model_records:
+        workload = db.commit_workload(normalize(funcs[rec.workload]))
+        db.commit_tuning_record(ms.database.TuningRecord.from_json(
+            [rec.trace, rec.run_secs or [1.0], rec.target, None], workload))
+    del db
+    return len(model_records)

@@ -1,0 +1,65 @@
+"""Schedule variants of one workload: sampled record files, one of which can be made active.
+
+    schedules/<model>/variants/<workload>/<k>.json   the variants
+    schedules/<model>/<workload>.json                the active record (a copy of one)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from . import atomic, records
+from .errors import BuildError
+from .layout import ModelLayout
+from .targets import TargetSpec
+
+
+def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
+    folder = layout.variants_dir(workload)
+    found = {}
+    if folder.is_dir():
+        for path in folder.glob("*.json"):
+            if path.stem.isdigit():
+                found[int(path.stem)] = path
+    return dict(sorted(found.items()))
+
+
+def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, count: int,
+           seed: int = 1) -> list[Path]:
+    """Write ``count`` new sampled variants, numbered after the existing ones."""
+    from .sampling import sample_records
+
+    start = max(existing(layout, workload), default=0) + 1
+    written = []
+    for k, rec in enumerate(sample_records(func, workload, target_spec, count,
+                                           seed=seed + 1000 * start, model=layout.name), start):
+        path = layout.variants_dir(workload) / f"{k}.json"
+        records.save(path, replace(rec, path=path))
+        written.append(path)
+    return written
+
+
+def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
+    """Make variant ``k`` the active record (None: no record, TVM's default schedule)."""
+    active = layout.record(workload)
+    if k is None:
+        active.unlink(missing_ok=True)
+        return active
+    found = existing(layout, workload)
+    if k not in found:
+        have = ", ".join(map(str, found)) or "none"
+        raise BuildError(f"no variant {k} of workload '{workload}' (have: {have})",
+                         file=layout.variants_dir(workload), workload=workload,
+                         hint=f"python -m modelbuild sample {layout.name} {workload} -n N")
+    atomic.write_bytes(active, found[k].read_bytes())
+    return active
+
+
+def active_variant(layout: ModelLayout, workload: str) -> int | None:
+    """Which variant the active record is a copy of, if any."""
+    active = layout.record(workload)
+    if not active.is_file():
+        return None
+    data = active.read_bytes()
+    return next((k for k, p in existing(layout, workload).items() if p.read_bytes() == data), None)

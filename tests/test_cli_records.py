@@ -1,0 +1,181 @@
+"""Record tools (python -m modelbuild ...): tune, import, export, sample, select, check, inspect."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import (assert_close, make_project, model_inputs, reference_output, run_library,
+                      sha256, tiny_conv_workload)
+from onnx_models import tiny_model
+
+
+def cli(project, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", *args], cwd=project.root,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"modelbuild {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def compile_with_database(project, model, work_dir, inputs):
+    """tvm.compile of the model with a MetaSchedule JSONDatabase applied, run on inputs."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from modelbuild import models, partition
+
+    spec = models.discover(project.root / "models")[model]
+    target = tvm.target.Target({"kind": "llvm"})
+    db = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
+    with target, db:
+        mod = relax.get_pipeline("zero")(partition.import_model(spec))
+    return run_library(tvm.compile(mod, target), inputs)
+
+
+@pytest.fixture(scope="session")
+def tuned(tmp_path_factory):
+    """A tiny project whose conv workload was tuned (2 real trials) by `modelbuild tune`."""
+    project = make_project(tmp_path_factory.mktemp("tuned") / "proj", {"tiny": tiny_model()})
+    project.doit("partition:tiny")
+    workload = tiny_conv_workload(project)
+    db = project.root / "db"
+    proc = cli(project, "tune", "tiny", "--workload", workload, "--trials", "2", "--work-dir", str(db))
+    return project, workload, db, proc.stdout
+
+
+def test_tune_writes_a_database_and_a_tuned_record(tuned):
+    project, workload, db, out = tuned
+    assert (db / "database_workload.json").is_file() and (db / "database_tuning_record.json").is_file()
+    rec = json.loads(project.record("tiny", workload).read_text())
+    assert rec["source"] == "tuned" and rec["run_secs"] and rec["run_secs"][0] > 0
+    assert "matched 1" in out and "tuning 1 workload(s) of tiny" in out
+
+
+def test_imported_database_builds_like_tvm_compile_with_it(tuned, tmp_path):
+    project, workload, db, _ = tuned
+    fresh = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    out = cli(fresh, "import", "tiny", str(db)).stdout
+    assert "matched 1, unmatched 0" in out
+    assert fresh.record("tiny", workload).read_bytes() == project.record("tiny", workload).read_bytes()
+    fresh.doit("build:tiny")
+    x = model_inputs(fresh.root, "tiny")
+    assert_close(run_library(fresh.library("tiny"), x), compile_with_database(fresh, "tiny", db, x))
+
+
+def test_import_twice_changes_nothing_and_lists_unmatched(tuned, tmp_path):
+    project, workload, db, _ = tuned
+    other = make_project(tmp_path / "other", {"tiny": tiny_model(channels=16)})
+    out = cli(other, "import", "tiny", str(db)).stdout
+    assert "matched 0, unmatched 1" in out and "unmatched: not in the model" in out
+    assert not list((other.root / "schedules").rglob("*.json"))
+
+    before = snapshot(project.root / "schedules")
+    again = cli(project, "import", "tiny", str(db)).stdout
+    assert "unchanged" in again and snapshot(project.root / "schedules") == before
+
+
+def test_round_trip_import_export_import_is_identity(tuned, tmp_path):
+    project, workload, db, _ = tuned
+    work = make_project(tmp_path / "w", {"tiny": tiny_model()})
+    shutil.copytree(project.root / "schedules", work.root / "schedules", dirs_exist_ok=True)
+    before = snapshot(work.root / "schedules")
+    cli(work, "export", "tiny", str(tmp_path / "exported"))
+    for p in work.record("tiny", workload).parent.glob("*.json"):
+        p.unlink()
+    cli(work, "import", "tiny", str(tmp_path / "exported"))
+    assert snapshot(work.root / "schedules") == before
+    # tvm.compile over the exported database gives the modelbuild library's output.
+    work.doit("build:tiny")
+    x = model_inputs(work.root, "tiny")
+    assert_close(run_library(work.library("tiny"), x),
+                 compile_with_database(work, "tiny", tmp_path / "exported", x))
+
+
+def test_every_sampled_variant_builds_and_matches_the_untuned_library(tiny_copy):
+    workload = tiny_conv_workload(tiny_copy)
+    x = model_inputs(tiny_copy.root, "tiny")
+    untuned = run_library(tiny_copy.library("tiny"), x)
+    out = cli(tiny_copy, "sample", "tiny", workload, "-n", "3").stdout
+    assert out.count("wrote ") == 3
+    for k in (1, 2, 3):
+        cli(tiny_copy, "select", "tiny", workload, str(k))
+        run = tiny_copy.doit("build:tiny")
+        assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+        assert_close(run_library(tiny_copy.library("tiny"), x), untuned, rel=1e-4)
+        assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
+    rows = json.loads(cli(tiny_copy, "inspect", "tiny", "--json").stdout)
+    row = next(r for r in rows if r["workload"] == workload)
+    assert (row["status"], row["variant"], row["variants"]) == ("sampled", 3, 3)
+    cli(tiny_copy, "select", "tiny", workload, "default")
+    assert not tiny_copy.record("tiny", workload).exists()
+    assert cli(tiny_copy, "select", "tiny", workload, "9", check=False).returncode != 0
+
+
+def test_check_lists_problems_per_file(tiny_copy, tiny_variants):
+    from modelbuild import records
+
+    workload, variants = tiny_variants
+    good = tiny_copy.record("tiny", workload)
+    records.save(good, variants[0])
+    assert cli(tiny_copy, "check", "tiny").returncode == 0
+    stale = json.loads(good.read_text())
+    stale["workload_hash"] = "1"
+    (good.parent / "mean.json").write_text("{oops")
+    other = dict(stale, workload="reshape1", workload_hash=json.loads(good.read_text())["workload_hash"])
+    (good.parent / "reshape1.json").write_text(json.dumps(other))
+    good.write_text(json.dumps(stale))
+    proc = cli(tiny_copy, "check", "tiny", check=False)
+    out = proc.stdout
+    assert proc.returncode == 1
+    assert f"{workload}.json" in out and "stale record" in out
+    assert "mean.json" in out and "invalid JSON" in out
+    assert "reshape1.json" in out and "now hashes to" in out
+    assert "3 with problems" in out
+    statuses = {r["workload"]: r["status"] for r in json.loads(cli(tiny_copy, "inspect", "tiny", "--json").stdout)}
+    assert statuses[workload] == "stale" and statuses["mean"] == "invalid"
+
+
+def test_bad_databases_are_named_and_leave_schedules_untouched(tuned, tmp_path):
+    project, workload, db, _ = tuned
+    work = make_project(tmp_path / "w", {"tiny": tiny_model()})
+    before = snapshot(work.root / "schedules")
+
+    missing = tmp_path / "missing"
+    shutil.copytree(db, missing)
+    (missing / "database_tuning_record.json").unlink()
+    proc = cli(work, "import", "tiny", str(missing), check=False)
+    assert proc.returncode != 0 and "database_tuning_record.json" in proc.stdout
+    assert "missing" in proc.stdout
+
+    truncated = tmp_path / "truncated"
+    shutil.copytree(db, truncated)
+    path = truncated / "database_tuning_record.json"
+    path.write_text(path.read_text().rstrip("\n")[:-15] + "\n")
+    proc = cli(work, "import", "tiny", str(truncated), check=False)
+    assert proc.returncode != 0 and "database_tuning_record.json" in proc.stdout
+    assert "not valid JSON" in proc.stdout and "truncated" in proc.stdout
+    assert snapshot(work.root / "schedules") == before
+    assert not list(work.root.rglob(".*.tmp"))
+
+
+def test_unknown_model_and_workload_are_named(tiny_copy):
+    proc = cli(tiny_copy, "inspect", "nosuch", check=False)
+    assert proc.returncode == 1 and "unknown model 'nosuch'" in proc.stdout
+    proc = cli(tiny_copy, "sample", "tiny", "nosuch", check=False)
+    assert proc.returncode == 1 and "has no workload 'nosuch'" in proc.stdout
+
+
+def test_help_lists_the_commands(tiny_copy):
+    out = cli(tiny_copy, "--help").stdout
+    for command in ("tune", "import", "export", "sample", "select", "check", "inspect"):
+        assert command in out
