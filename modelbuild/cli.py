@@ -49,18 +49,20 @@ def cmd_tune(args) -> int:
         per = max(1, args.total_trials // max(1, len(funcs)))
     work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
     console.print(f"tuning {len(funcs)} workload(s) of {args.model} for {spec.name}: "
-                  f"{per} trials each, cost model {tuning.cost_model_name()}, database {work_dir}")
+                  f"{per} trials each, cost model {tuning.cost_model_name()}, search "
+                  f"{tuning.search_strategy_name()}, database {work_dir}")
     with Progress(console=console, transient=False, redirect_stdout=False,
                   redirect_stderr=False) as progress:
-        bar = progress.add_task("tuning", total=len(funcs))
+        bar = progress.add_task("tuning", total=per * len(funcs))
 
-        def on_workload(name, index, total):
-            progress.update(bar, completed=index, description=f"tuning {name}")
+        def on_measured(name, count):
+            progress.update(bar, advance=count, description=f"measured {name}")
 
-        tuning.tune(funcs, spec, work_dir, per, seed=args.seed, on_workload=on_workload)
-        progress.update(bar, completed=len(funcs), description="tuned")
+        tuning.tune(funcs, spec, work_dir, per, seed=args.seed, on_measured=on_measured)
+        progress.update(bar, completed=per * len(funcs), description="tuned")
     report = msdb.import_database(work_dir, args.model, funcs, project.model(args.model),
-                                  source="tuned", only=set(funcs))
+                                  source="tuned", only=set(funcs),
+                                  keep_if_faster=spec if args.keep_if_faster else None)
     _print_import(report, work_dir)
     return 0
 
@@ -72,6 +74,7 @@ def _print_import(report, work_dir) -> None:
     table.add_column("workloads")
     for label, names in (("written", report.written), ("unchanged", report.unchanged),
                          ("skipped: no valid record", report.skipped),
+                         ("left out: not faster than default", report.not_faster),
                          ("unmatched: not in the model", report.unmatched)):
         table.add_row(label, str(len(names)), escape(", ".join(names)))
     console.print(table)
@@ -85,8 +88,10 @@ def cmd_import(args) -> int:
 
     project = _project(args)
     funcs = load_workloads(project, args.model, args.target)
+    spec = targets.resolve(args.target)
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,
-                                  project.model(args.model), source=args.source)
+                                  project.model(args.model), source=args.source,
+                                  keep_if_faster=spec if args.keep_if_faster else None)
     _print_import(report, args.work_dir)
     return 0
 
@@ -198,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(default: build/<model>/tuning)")
     p.add_argument("--target", default="llvm")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep-if-faster", action=argparse.BooleanOptionalAction, default=True,
+                   help="time each tuned record against the default schedule here and keep "
+                        "it only if faster (default: on)")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("import", help="import a MetaSchedule database into record files")
@@ -205,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("work_dir", help="directory with database_workload.json and "
                                     "database_tuning_record.json")
     p.add_argument("--source", default="tuned", help="what to call these records (tuned/hand/...)")
+    p.add_argument("--keep-if-faster", action="store_true",
+                   help="time each record against the default schedule here; keep only faster ones")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_import)
 

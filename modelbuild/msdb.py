@@ -15,6 +15,7 @@ from pathlib import Path
 from . import records
 from .errors import BuildError
 from .layout import ModelLayout
+from .targets import TargetSpec
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -26,6 +27,7 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)   # same record already there
     skipped: list[str] = field(default_factory=list)     # model workload with no valid record
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
+    not_faster: list[str] = field(default_factory=list)  # measured no faster than the default
 
     @property
     def matched(self) -> int:
@@ -62,8 +64,13 @@ def _open(work_dir: Path):
 
 
 def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout,
-                    source: str = "tuned", only: set[str] | None = None) -> ImportReport:
-    """Write one record file per model workload the database has a valid record for."""
+                    source: str = "tuned", only: set[str] | None = None,
+                    keep_if_faster: TargetSpec | None = None) -> ImportReport:
+    """Write one record file per model workload the database has a valid record for.
+
+    With ``keep_if_faster`` (a target), each record is first timed against the
+    default schedule on this machine and left out unless it is faster.
+    """
     import tvm_ffi
 
     from .sampling import plain
@@ -88,6 +95,13 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
             None, name, structural_hash(func), target_dict(rec.target),
             plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
             source, model)
+        if keep_if_faster is not None:
+            from .measure import record_speedup
+
+            default, scheduled = record_speedup(func, name, record, keep_if_faster)
+            if scheduled >= default:
+                report.not_faster.append(f"{name} ({scheduled * 1e3:.3f} >= {default * 1e3:.3f} ms)")
+                continue
         path = layout.record(name)
         text = records.format_record(record)
         if path.is_file() and path.read_text() == text:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+
 from .targets import TargetSpec
 
 
@@ -21,31 +22,46 @@ def cost_model_name() -> str:
     return "xgb"
 
 
-def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_workload: int,
-         *, seed: int = 1, on_workload: Callable[[str, int, int], None] | None = None) -> None:
-    """Tune each workload in ``funcs`` for ``trials_per_workload`` measured trials.
+def search_strategy_name() -> str:
+    """Evolutionary search needs a cost model to be worth its cost; without one,
+    replaying random traces from the design space measures the same kind of
+    candidates without scoring thousands of them per round."""
+    return "evolutionary" if cost_model_name() == "xgb" else "replay-trace"
 
-    One workload at a time, so progress can be shown per workload; every
-    workload's records accumulate in the one database in ``work_dir``.
+
+def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_workload: int,
+         *, seed: int = 1, on_measured: Callable[[str, int], None] | None = None) -> None:
+    """Tune every workload in ``funcs`` for ``trials_per_workload`` measured trials.
+
+    All workloads in one MetaSchedule run (round-robin), so the builder and
+    runner start once; ``on_measured(workload, n)`` is called after each batch.
     """
     import tvm
     from tvm.s_tir import meta_schedule as ms
+    from tvm.ir.utils import derived_object
 
     from .sampling import tuning_target
     from .workloads import normalize
 
+    names = list(funcs)
+
+    @derived_object
+    class Progress(ms.measure_callback.PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
+                  runner_results):
+            if on_measured:
+                on_measured(names[task_id], len(runner_results))
+
     target = tvm.target.Target(tuning_target(target_spec))
     work_dir.mkdir(parents=True, exist_ok=True)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
-    for index, (name, func) in enumerate(funcs.items()):
-        if on_workload:
-            on_workload(name, index, len(funcs))
-        task = ms.TuneContext(mod=normalize(func), target=target,
-                              space_generator="post-order-apply",
-                              search_strategy="evolutionary", task_name=name,
-                              rand_state=seed + index)
-        ms.tune.tune_tasks(tasks=[task], task_weights=[1.0], work_dir=str(work_dir / "logs" / name),
-                           max_trials_global=trials_per_workload,
-                           max_trials_per_task=trials_per_workload,
-                           num_trials_per_iter=min(trials_per_workload, 64),
-                           database=database, cost_model=cost_model_name())
+    tasks = [ms.TuneContext(mod=normalize(func), target=target, space_generator="post-order-apply",
+                            search_strategy=search_strategy_name(), task_name=name,
+                            rand_state=seed + i)
+             for i, (name, func) in enumerate(funcs.items())]
+    ms.tune.tune_tasks(
+        tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work_dir),
+        max_trials_global=trials_per_workload * len(tasks),
+        max_trials_per_task=trials_per_workload,
+        num_trials_per_iter=min(trials_per_workload, 64),
+        cost_model=cost_model_name(), task_scheduler="round-robin",
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Progress()])

@@ -49,7 +49,8 @@ def tuned(tmp_path_factory):
     project.doit("partition:tiny")
     workload = tiny_conv_workload(project)
     db = project.root / "db"
-    proc = cli(project, "tune", "tiny", "--workload", workload, "--trials", "2", "--work-dir", str(db))
+    proc = cli(project, "tune", "tiny", "--workload", workload, "--trials", "2", "--work-dir", str(db),
+               "--no-keep-if-faster")
     return project, workload, db, proc.stdout
 
 
@@ -70,6 +71,17 @@ def test_imported_database_builds_like_tvm_compile_with_it(tuned, tmp_path):
     fresh.doit("build:tiny")
     x = model_inputs(fresh.root, "tiny")
     assert_close(run_library(fresh.library("tiny"), x), compile_with_database(fresh, "tiny", db, x))
+
+
+def test_keep_if_faster_keeps_a_record_only_when_it_beats_the_default(tuned, tmp_path):
+    project, workload, db, _ = tuned
+    fresh = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    out = cli(fresh, "import", "tiny", str(db), "--keep-if-faster").stdout
+    row = next(ln for ln in out.splitlines() if "left out: not faster" in ln)
+    left_out = row.split("│")[2].strip() == "1"
+    assert fresh.record("tiny", workload).exists() != left_out
+    if left_out:
+        assert f"{workload} (" in out and " ms)" in out
 
 
 def test_import_twice_changes_nothing_and_lists_unmatched(tuned, tmp_path):
