@@ -29,6 +29,21 @@ def search_strategy_name() -> str:
     return "evolutionary" if cost_model_name() == "xgb" else "replay-trace"
 
 
+def build_candidate(mod, target, _params=None):
+    """MetaSchedule's default_build without importing every tensor intrinsic.
+
+    The default imports tvm.s_tir.tensor_intrin (CUDA, ROCm, ARM: about 15 s)
+    in each builder process, and the builder starts new processes for every
+    batch of candidates: most of a tuning run went there. Plain CPU schedules
+    use no tensor intrinsics.
+    """
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
 def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_workload: int,
          *, seed: int = 1, on_measured: Callable[[str, int], None] | None = None) -> None:
     """Tune every workload in ``funcs`` for ``trials_per_workload`` measured trials.
@@ -63,5 +78,6 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_worklo
         max_trials_global=trials_per_workload * len(tasks),
         max_trials_per_task=trials_per_workload,
         num_trials_per_iter=min(trials_per_workload, 64),
+        builder=ms.builder.LocalBuilder(f_build=build_candidate),
         cost_model=cost_model_name(), task_scheduler="round-robin",
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Progress()])
