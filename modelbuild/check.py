@@ -29,9 +29,7 @@ def record_files(layout: ModelLayout) -> list[Path]:
 
 def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None) -> Problem | None:
     """None if the record at ``path`` builds; else what is wrong with it."""
-    import tvm
-
-    from .lower import apply_record, checked_record
+    from .lower import check_decisions, checked_record
 
     name = workload or path.stem
     if name not in funcs:
@@ -39,7 +37,7 @@ def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str |
                                    "(renamed by a model change? delete or rename the file)")
     try:
         record = checked_record(path, funcs[name], name, target_spec)
-        apply_record(funcs[name], name, record, tvm.target.Target(target_spec.tvm_target))
+        check_decisions(funcs[name], name, record)  # replays the whole trace
     except BuildError as err:
         text = err.message + (f"\n  hint: {err.hint}" if err.hint else "")
         return Problem(path, name, text)

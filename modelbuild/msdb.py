@@ -78,15 +78,16 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
 
     db = _open(work_dir)
     report = ImportReport()
-    matched_mods = []
+    matched = set()  # structural hashes of the database workloads the model has
     for name, func in funcs.items():
         mod = normalize(func)
         if only is not None and name not in only:
             continue
         if not db.has_workload(mod):
             continue
-        matched_mods.append(mod)
-        best = db.get_top_k(db.commit_workload(mod), 1)
+        workload = db.commit_workload(mod)
+        matched.add(tvm_ffi.structural_hash(workload.mod))
+        best = db.get_top_k(workload, 1)
         if not best:
             report.skipped.append(name)
             continue
@@ -109,12 +110,14 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         else:
             records.save(path, replace(record, path=path))
             report.written.append(name)
+    seen = []  # the database's workload objects, each hashed once
     for tuning_record in db.get_all_tuning_records():
-        wmod = tuning_record.workload.mod
-        if not any(tvm_ffi.structural_equal(wmod, m) for m in matched_mods):
-            label = _workload_label(wmod)
-            if label not in report.unmatched:
-                report.unmatched.append(label)
+        workload = tuning_record.workload
+        if any(workload.same_as(w) for w in seen):
+            continue
+        seen.append(workload)
+        if tvm_ffi.structural_hash(workload.mod) not in matched:
+            report.unmatched.append(_workload_label(workload.mod))
     return report
 
 
