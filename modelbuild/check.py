@@ -24,11 +24,14 @@ class Problem:
 
 def record_files(layout: ModelLayout) -> list[Path]:
     folder = layout.records_dir
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted([*folder.glob("*.json"), *folder.glob("*.py")])
 
 
 def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None) -> Problem | None:
     """None if the record at ``path`` builds; else what is wrong with it."""
+    from . import python_schedule
     from .lower import check_decisions, checked_record
 
     name = workload or path.stem
@@ -36,6 +39,9 @@ def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str |
         return Problem(path, name, f"the model has no workload '{name}' "
                                    "(renamed by a model change? delete or rename the file)")
     try:
+        if path.suffix == ".py":
+            python_schedule.apply(funcs[name], name, path)
+            return None
         record = checked_record(path, funcs[name], name, target_spec)
         check_decisions(funcs[name], name, record)  # replays the whole trace
     except BuildError as err:

@@ -28,3 +28,19 @@ class BuildError(Exception):
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text
+
+
+def summarize(err: BaseException, limit: int = 6) -> str:
+    """The part of an exception a user needs, TVM's included: what failed and TVM's reason.
+
+    A TVM ScheduleError carries the whole IR between the two; that is left out.
+    """
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(err).__name__
+    if not lines[0].startswith(type(err).__name__):
+        lines[0] = f"{type(err).__name__}: {lines[0]}"
+    reason = next((i for i, ln in enumerate(lines) if ln.startswith("Error message:")), None)
+    if reason is not None:
+        return "\n    ".join([lines[0], *lines[reason:reason + limit]])
+    return "\n    ".join(lines[:limit])

@@ -16,7 +16,7 @@ from .manifest import Manifest
 @dataclass
 class Row:
     workload: str
-    status: str            # none / tuned / sampled / hand / stale / invalid
+    status: str            # none / tuned / sampled / hand / python / stale / invalid
     run_secs: float | None
     record: str | None     # path of the active record file
     variant: int | None    # which sampled variant is active
@@ -32,6 +32,10 @@ def rows(layout: ModelLayout, man: Manifest) -> list[Row]:
     for w in man.workloads:
         path = layout.record(w.name)
         count = len(variants.existing(layout, w.name))
+        if layout.python_record(w.name).is_file():
+            out.append(Row(w.name, "python", None, str(layout.python_record(w.name)), None, count,
+                           "hand-written schedule function"))
+            continue
         if not path.is_file():
             out.append(Row(w.name, "none", None, None, None, count, "TVM's default schedule"))
             continue

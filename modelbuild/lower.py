@@ -10,26 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import atomic, records
-from .errors import BuildError
+from .errors import BuildError, summarize
 from .targets import TargetSpec
 
 
-def _first_lines(err: Exception, limit: int = 6) -> str:
-    """The part of a TVM error a user needs: the failing primitive and TVM's reason.
-
-    A ScheduleError carries the whole IR between the two; leave that out.
-    """
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-    if not lines:
-        return type(err).__name__
-    reason = next((i for i, ln in enumerate(lines) if ln.startswith("Error message:")), None)
-    if reason is not None:
-        return "\n    ".join([lines[0], *lines[reason:reason + limit]])
-    return "\n    ".join(lines[:limit])
-
-
 def _does_not_apply(err: Exception, name: str, record: records.Record) -> BuildError:
-    return BuildError(f"the schedule trace does not apply: {_first_lines(err)}",
+    return BuildError(f"the schedule trace does not apply: {summarize(err)}",
                       file=record.path, workload=name,
                       hint="fix the edited instruction or decision, or delete the file "
                            "to use TVM's default schedule")
@@ -116,13 +102,25 @@ def checked_record(record_file: Path, func, name: str, target_spec: TargetSpec) 
     return record
 
 
-def run(workload_file: Path, record_file: Path | None, out_file: Path, target_spec: TargetSpec,
+def run(workload_file: Path, record_files: list[Path], out_file: Path, target_spec: TargetSpec,
         name: str) -> None:
-    """Write ``name``'s scheduled TIR to ``out_file``."""
+    """Write ``name``'s scheduled TIR to ``out_file``.
+
+    ``record_files``: the workload's record, a MetaSchedule trace (.json) or a
+    Python schedule function (.py); none for TVM's default schedule.
+    """
     import tvm
 
+    from . import python_schedule
+
     func = tvm.ir.load_json(workload_file.read_text())
-    if record_file is not None and record_file.exists():
-        record = checked_record(record_file, func, name, target_spec)
+    present = [p for p in record_files if p.exists()]
+    if len(present) > 1:
+        raise BuildError(f"two records for one workload: {', '.join(map(str, present))}",
+                         file=present[0], workload=name, hint="delete the one not meant")
+    if present and present[0].suffix == ".py":
+        func = python_schedule.apply(func, name, present[0])
+    elif present:
+        record = checked_record(present[0], func, name, target_spec)
         func = apply_record(func, name, record, tvm.target.Target(target_spec.tvm_target))
     atomic.write_text(out_file, tvm.ir.save_json(func))

@@ -35,7 +35,7 @@ ARTIFACT_VERSION = 1
 
 DOCS = {
     "partition": "Import a model, fuse it into workloads (one TIR file each), build its graph.",
-    "lower": "Apply a workload's schedule record (schedules/<model>/<workload>.json) to its TIR.",
+    "lower": "Apply a workload's schedule record (schedules/<model>/<workload>.json or .py) to its TIR.",
     "codegen": "Compile one scheduled workload to an object file.",
     "link": "Link a model's objects and graph into build/<model>/<model>.so.",
     "build": "Build a model's library: doit build:<model> [target=llvm].",
@@ -46,7 +46,7 @@ DOCS = {
 # reruns that step (the build tool's own version is an input, as in Bazel).
 STEP_SOURCES = {
     "partition": ("partition.py", "manifest.py", "workloads.py", "toolchain.py", "models.py"),
-    "lower": ("lower.py", "records.py", "workloads.py", "sampling.py"),
+    "lower": ("lower.py", "records.py", "workloads.py", "sampling.py", "python_schedule.py"),
     "codegen": ("codegen.py", "toolchain.py", "targets.py"),
     "link": ("link.py", "toolchain.py"),
 }
@@ -128,14 +128,13 @@ def unit_tasks(ctx: Context, model: str):
                          hint=f"run `doit partition:{model}` first")
     objects = []
     for w in man.workloads:
-        record = layout.record(w.name)
-        deps = [str(layout.workload(w.name))]
-        if record.exists():
-            deps.append(str(record))
+        present = layout.record_files(w.name)
+        deps = [str(layout.workload(w.name)), *map(str, present)]
         yield _subtask(
             "lower", f"{model}/{w.name}",
-            doc=f"apply {record if record.exists() else 'the default schedule'} to {w.name}",
-            actions=[(step, [lower.run, layout.workload(w.name), record,
+            doc=f"apply {present[0] if present else 'the default schedule'} to {w.name}",
+            actions=[(step, [lower.run, layout.workload(w.name),
+                             [layout.record(w.name), layout.python_record(w.name)],
                              layout.lowered(w.name), ctx.target, w.name])],
             file_dep=deps,
             targets=[str(layout.lowered(w.name))],

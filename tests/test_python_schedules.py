@@ -1,0 +1,72 @@
+"""Schedule records written by hand as Python functions (schedules/<model>/<workload>.py)."""
+
+import json
+import subprocess
+import sys
+
+from conftest import assert_close, model_inputs, run_library, sha256, tiny_conv_workload
+
+SPLIT_AND_VECTORIZE = '''
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    x_outer, x_inner = sch.split(x, factors=[None, 8])
+    sch.reorder(n, f, y, rc, ry, rx, x_outer, x_inner)
+    sch.vectorize(x_inner)
+    sch.parallel(f)
+'''
+
+RAISES = '''
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    loops = sch.get_loops(block)
+    sch.vectorize(sch.get_sblock("conv2d_nhwc"))
+'''
+
+
+def test_python_schedule_builds_and_matches_the_default(tiny_copy):
+    workload = tiny_conv_workload(tiny_copy)
+    x = model_inputs(tiny_copy.root, "tiny")
+    default = run_library(tiny_copy.library("tiny"), x)
+    default_obj = tiny_copy.objects("tiny")[f"{workload}.o"]
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SPLIT_AND_VECTORIZE)
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert tiny_copy.objects("tiny")[f"{workload}.o"] != default_obj
+    assert_close(run_library(tiny_copy.library("tiny"), x), default, rel=1e-5)
+    # The function's source is a dependency like a JSON record's.
+    path.write_text(SPLIT_AND_VECTORIZE.replace("factors=[None, 8]", "factors=[None, 4]"))
+    assert f"lower:tiny/{workload}" in tiny_copy.doit("build:tiny").ran
+    rows = json.loads(subprocess.run([sys.executable, "-m", "modelbuild", "inspect", "tiny", "--json"],
+                                     cwd=tiny_copy.root, capture_output=True, text=True).stdout)
+    assert next(r for r in rows if r["workload"] == workload)["status"] == "python"
+
+
+def test_python_schedule_that_raises_names_file_line_and_workload(tiny_copy):
+    workload = tiny_conv_workload(tiny_copy)
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(RAISES)
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode != 0
+    assert f"schedules/tiny/{workload}.py" in run.output and f"workload {workload}" in run.output
+    assert 'at line 5 (`sch.vectorize(sch.get_sblock("conv2d_nhwc"))`)' in run.output
+    assert "Cannot find a block with the name: conv2d_nhwc" in run.output
+    assert "Traceback" not in run.output
+    assert sha256(tiny_copy.library("tiny")) == lib_hash
+    check = subprocess.run([sys.executable, "-m", "modelbuild", "check", "tiny"], cwd=tiny_copy.root,
+                           capture_output=True, text=True)
+    assert check.returncode == 1 and "at line 5" in check.stdout
+
+
+def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
+    from modelbuild import records
+
+    workload, variants = tiny_variants
+    records.save(tiny_copy.record("tiny", workload), variants[0])
+    (tiny_copy.root / "schedules" / "tiny" / f"{workload}.py").write_text(SPLIT_AND_VECTORIZE)
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "two records for one workload" in run.output
