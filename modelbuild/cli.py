@@ -188,6 +188,16 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_watch(args) -> int:
+    from .watch import watch
+    from .workspace import model_layout
+
+    project = _project(args)
+    model_layout(project, args.model)
+    targets.resolve(args.target)
+    return watch(project, args.model, args.target, bench=args.bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", help="project directory (default: found upwards from here)")
@@ -249,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("watch", help="rebuild a model in one warm process on every edit")
+    p.add_argument("model")
+    p.add_argument("--bench", action="store_true", help="print end-to-end latency after each rebuild")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_watch)
     return parser
 
 

@@ -32,6 +32,7 @@ def _model_of(task_name: str) -> str | None:
 
 class ModelbuildReporter(ConsoleReporter):
     desc = "modelbuild console output with progress and summary"
+    show_uptodate = True  # watch mode turns the "-- task" lines off
 
     def __init__(self, outstream, options):
         super().__init__(outstream, options)
@@ -101,7 +102,8 @@ class ModelbuildReporter(ConsoleReporter):
     def skip_uptodate(self, task):
         if task.name[0] != "_" and task.actions:
             self.uptodate += 1
-            self.write(f"-- {task.title()}\n")
+            if self.show_uptodate:
+                self.write(f"-- {task.title()}\n")
             self._advance()
 
     def complete_run(self):

@@ -1,0 +1,117 @@
+"""Watch mode: one process with TVM loaded rebuilds a model on every edit.
+
+The same doit task graph, state and outputs as `doit build:<model>`, run
+in-process, so a later plain `doit build:<model>` finds everything up to date.
+Files are polled (mtime and size): no extra dependency, works everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from .layout import Project
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
+    """mtime and size of every input of the model a user edits."""
+    paths = [p for p in project.models_dir.glob(f"{model}.*")]
+    records = project.model(model).records_dir
+    if records.is_dir():
+        paths += [p for p in records.iterdir() if p.suffix in (".json", ".py")]
+    stamps = {}
+    for p in paths:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        stamps[str(p)] = (st.st_mtime_ns, st.st_size)
+    return stamps
+
+
+def rebuild(project: Project, model: str, target: str) -> tuple[int, float]:
+    """One in-process `doit build:<model>`; returns (doit's exit code, seconds)."""
+    from doit.doit_cmd import DoitMain
+
+    from .reporter import ModelbuildReporter
+
+    ModelbuildReporter.show_uptodate = False  # a watch line per rebuilt task is enough
+    start = time.perf_counter()
+    code = DoitMain().run(["-f", str(project.root / "dodo.py"), f"build:{model}", f"target={target}"])
+    return code, time.perf_counter() - start
+
+
+def latency(library: Path, inputs, runs: int = 5) -> float:
+    """Median seconds of vm["main"] on ``inputs``, from a private copy of the library
+    (the dynamic loader would hand back the old one for the same path)."""
+    import statistics
+
+    import tvm
+    from tvm import relax
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / f"{library.stem}-{time.time_ns()}.so"
+        shutil.copyfile(library, copy)
+        vm = relax.VirtualMachine(tvm.runtime.load_module(str(copy)), tvm.cpu())
+        vm["main"](*inputs)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            vm["main"](*inputs)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _inputs(project: Project, model: str):
+    import numpy as np
+    import tvm
+
+    from . import manifest
+
+    man = manifest.read(project.model(model).manifest)
+    rng = np.random.default_rng(0)
+    return [tvm.runtime.tensor(rng.standard_normal(s).astype(d)) for _, s, d in man.inputs]
+
+
+def watch(project: Project, model: str, target: str = "llvm", bench: bool = False,
+          interval: float = 0.2) -> int:
+    os.chdir(project.root)
+    import tvm  # noqa: F401  - loaded once, for every rebuild to come
+
+    previous = None
+    console.print(f"[bold]watch[/bold] {model}: building once, then on every change to "
+                  f"models/{model}.* and schedules/{model}/ (Ctrl-C to stop)")
+    stamps = watched_files(project, model)
+    try:
+        while True:
+            code, secs = rebuild(project, model, target)
+            if code == 0:
+                line = f"[green]rebuilt[/green] {model} in {secs:.2f} s"
+                if bench:
+                    now = latency(project.model(model).library, _inputs(project, model))
+                    was = f" (was {previous * 1e3:.1f} ms)" if previous is not None else ""
+                    line += f"; latency {now * 1e3:.1f} ms{was}"
+                    previous = now
+                console.print(line)
+            else:
+                console.print(f"[red]build failed[/red] after {secs:.2f} s; the last good "
+                              f"library is unchanged. Still watching.")
+            console.print("watching ...")
+            while True:
+                time.sleep(interval)
+                current = watched_files(project, model)
+                if current != stamps:
+                    stamps = current
+                    time.sleep(interval)  # let an editor finish writing
+                    stamps = watched_files(project, model)
+                    break
+    except KeyboardInterrupt:
+        console.print("watch: stopped")
+        return 0
