@@ -28,20 +28,30 @@ def _project(args) -> Project:
     return Project(Path(args.project).resolve() if args.project else find_root())
 
 
-def cmd_tune(args) -> int:
-    from rich.progress import Progress
-
-    from . import msdb, tuning
+def _workloads(args):
+    """(project, target spec, name -> PrimFunc) for the command's model, partitioned."""
     from .workspace import load_workloads
 
     project = _project(args)
     spec = targets.resolve(args.target)
-    funcs = load_workloads(project, args.model, spec.name)
+    return project, spec, load_workloads(project, args.model, spec.name)
+
+
+def _require(model: str, funcs: dict, names) -> None:
+    missing = sorted(set(names) - set(funcs))
+    if missing:
+        raise BuildError(f"model '{model}' has no workload '{', '.join(missing)}'",
+                         hint=f"`python -m modelbuild inspect {model}` lists them")
+
+
+def cmd_tune(args) -> int:
+    from rich.progress import Progress
+
+    from . import msdb, tuning
+
+    project, spec, funcs = _workloads(args)
     if args.workload:
-        missing = sorted(set(args.workload) - set(funcs))
-        if missing:
-            raise BuildError(f"model '{args.model}' has no workload(s) {', '.join(missing)}",
-                             hint=f"`python -m modelbuild inspect {args.model}` lists them")
+        _require(args.model, funcs, args.workload)
         funcs = {k: v for k, v in funcs.items() if k in args.workload}
     if args.trials is not None:
         per = args.trials
@@ -84,11 +94,8 @@ def _print_import(report, work_dir) -> None:
 
 def cmd_import(args) -> int:
     from . import msdb
-    from .workspace import load_workloads
 
-    project = _project(args)
-    funcs = load_workloads(project, args.model, args.target)
-    spec = targets.resolve(args.target)
+    project, spec, funcs = _workloads(args)
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,
                                   project.model(args.model), source=args.source,
                                   keep_if_faster=spec if args.keep_if_faster else None)
@@ -99,11 +106,9 @@ def cmd_import(args) -> int:
 def cmd_export(args) -> int:
     from . import msdb
     from .check import record_files
-    from .workspace import load_workloads
 
-    project = _project(args)
+    project, _, funcs = _workloads(args)
     layout = project.model(args.model)
-    funcs = load_workloads(project, args.model, args.target)
     recs = [records.load(p, expected_workload=p.stem) for p in record_files(layout)]
     unknown = [r.workload for r in recs if r.workload not in funcs]
     if unknown:
@@ -116,14 +121,9 @@ def cmd_export(args) -> int:
 
 def cmd_sample(args) -> int:
     from . import variants
-    from .workspace import load_workloads
 
-    project = _project(args)
-    spec = targets.resolve(args.target)
-    funcs = load_workloads(project, args.model, spec.name)
-    if args.workload not in funcs:
-        raise BuildError(f"model '{args.model}' has no workload '{args.workload}'",
-                         hint=f"`python -m modelbuild inspect {args.model}` lists them")
+    project, spec, funcs = _workloads(args)
+    _require(args.model, funcs, [args.workload])
     with console.status(f"sampling {args.count} variant(s) of {args.workload} ..."):
         paths = variants.sample(project.model(args.model), args.workload, funcs[args.workload],
                                 spec, args.count, seed=args.seed)
@@ -151,11 +151,8 @@ def cmd_select(args) -> int:
 
 def cmd_check(args) -> int:
     from . import check
-    from .workspace import load_workloads
 
-    project = _project(args)
-    spec = targets.resolve(args.target)
-    funcs = load_workloads(project, args.model, spec.name)
+    project, spec, funcs = _workloads(args)
     checked, problems = check.check_model(project.model(args.model), funcs, spec)
     for problem in problems:
         console.print(f"[red]{escape(str(problem.file))}[/red]: workload {problem.workload}: "
