@@ -121,10 +121,18 @@ def build_graph(fused, workload_names, target, out_dir: Path) -> list[str]:
     executable = vm_build._vmlink(
         builder, target, tir_mod=tvm.IRModule(extra, attrs=leftover.attrs) if extra else None,
         ext_libs=attrs.get("external_mods", []), params=dict(attrs.get("const_name_to_constant", {})))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    return _capture_objects(executable, out_dir)
+    # Objects are made in a private directory, then each is renamed into place:
+    # a link running meanwhile (or another doit process partitioning the same
+    # model, which makes the same bytes) never sees a half-written object.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=".graph-") as private:
+        names = _capture_objects(executable, Path(private))
+        for name in names:
+            atomic.commit(Path(private) / name, out_dir / name)
+    for old in out_dir.iterdir():
+        if old.name not in names:
+            old.unlink(missing_ok=True)
+    return names
 
 
 def _inputs_of(fused):
@@ -146,12 +154,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     for old in layout.workloads_dir.glob("*.json"):
         if old.stem not in funcs:
             old.unlink()
-    # Build the graph objects beside, then swap, so a failure keeps the old ones.
-    staging = layout.graph_dir.with_name("graph.new")
-    objects = build_graph(fused, set(funcs), target, staging)
-    if layout.graph_dir.exists():
-        shutil.rmtree(layout.graph_dir)
-    staging.rename(layout.graph_dir)
+    objects = build_graph(fused, set(funcs), target, layout.graph_dir)
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
         workloads=tuple(manifest.Workload(n, structural_hash(f)) for n, f in funcs.items()),

@@ -123,3 +123,16 @@ def test_parallel_build_equals_serial_build(tiny_built, tmp_path):
     run = par.doit("-n", "2", "build:tiny")
     assert "link:tiny" in run.ran
     assert par.objects("tiny") == tiny_built.objects("tiny")
+
+
+def test_two_doit_processes_on_one_model_both_end_with_a_correct_library(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    cmd = [sys.executable, "-m", "doit", "build:tiny"]
+    procs = [subprocess.Popen(cmd, cwd=project.root, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x), reference_output(project, "tiny", x))
+    # The shared doit state is still usable and agrees that everything is built.
+    assert project.doit("build:tiny").ran == set()
