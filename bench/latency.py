@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,24 +26,11 @@ def build(root: Path, model: str) -> Path:
 
 
 def latency(lib_path: Path, runs: int) -> tuple[float, float]:
-    import numpy as np
-    import tvm
-    from tvm import relax
-
     from modelbuild import manifest
+    from modelbuild.measure import library_latency, model_inputs
 
     man = manifest.read(lib_path.parent / "partition" / "manifest.msgpack")
-    rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.standard_normal(s).astype(d)) for _, s, d in man.inputs]
-    vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib_path)), tvm.cpu())
-    for _ in range(3):
-        vm["main"](*args)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        vm["main"](*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), statistics.pstdev(times)
+    return library_latency(lib_path, model_inputs(man), runs=runs, warmup=3)
 
 
 def main() -> None:

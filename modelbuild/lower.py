@@ -31,7 +31,7 @@ def check_decisions(func, name: str, record: records.Record) -> None:
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
-    from .sampling import plain
+    from .records import plain
     from .workloads import normalize
 
     sch = Schedule(normalize(func), error_render_level="detail")

@@ -28,3 +28,41 @@ def record_speedup(func, name: str, record, target_spec: TargetSpec) -> tuple[fl
     scheduled = apply_record(copy(func), name, record, tvm.target.Target(target_spec.tvm_target))
     return (kernel_seconds(copy(func), name, target_spec),
             kernel_seconds(scheduled, name, target_spec))
+
+
+def model_inputs(manifest, seed: int = 0) -> list:
+    """Random input tensors with the shapes and dtypes partition recorded for the model."""
+    import numpy as np
+    import tvm
+
+    rng = np.random.default_rng(seed)
+    return [tvm.runtime.tensor(rng.standard_normal(s).astype(d)) for _, s, d in manifest.inputs]
+
+
+def library_latency(library, inputs, *, runs: int = 5, warmup: int = 1) -> tuple[float, float]:
+    """(median, standard deviation) seconds of vm["main"](*inputs) for a built library.
+
+    Loads a private copy: the dynamic loader hands back an already loaded
+    library for the same path, so a rebuilt one would never be seen.
+    """
+    import shutil
+    import statistics
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import tvm
+    from tvm import relax
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / f"{Path(library).stem}-{time.time_ns()}.so"
+        shutil.copyfile(library, copy)
+        vm = relax.VirtualMachine(tvm.runtime.load_module(str(copy)), tvm.cpu())
+        for _ in range(warmup):
+            vm["main"](*inputs)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            vm["main"](*inputs)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times), statistics.pstdev(times)

@@ -73,16 +73,16 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
     """
     import tvm_ffi
 
-    from .sampling import plain
+    from .records import plain
     from .workloads import normalize, structural_hash
 
     db = _open(work_dir)
     report = ImportReport()
     matched = set()  # structural hashes of the database workloads the model has
     for name, func in funcs.items():
-        mod = normalize(func)
         if only is not None and name not in only:
             continue
+        mod = normalize(func)
         if not db.has_workload(mod):
             continue
         workload = db.commit_workload(mod)
@@ -123,7 +123,7 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
 
 def target_dict(target) -> dict:
     """A record's target as a small dict: what was set, without TVM's derived defaults."""
-    from .sampling import plain
+    from .records import plain
 
     if target is None:
         return {}
@@ -141,7 +141,6 @@ def _workload_label(mod) -> str:
 
 def export_database(model_records: list[records.Record], funcs: dict, out_dir: Path) -> int:
     """Write the records as a MetaSchedule JSONDatabase in ``out_dir``; returns how many."""
-    import tvm
     from tvm.s_tir import meta_schedule as ms
 
     from .workloads import normalize

@@ -7,8 +7,8 @@ its VM executable is built here once, as object files, and link only links.
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -80,7 +80,8 @@ def workloads_of(fused) -> dict:
 
 
 def _capture_objects(executable, out_dir: Path) -> list[str]:
-    """Let export_library write the executable's objects, then keep them instead of linking."""
+    """Let export_library write the executable's objects into out_dir, and keep them there
+    instead of linking (returns their names)."""
     from tvm.support import cc
 
     captured: list[str] = []
@@ -90,14 +91,13 @@ def _capture_objects(executable, out_dir: Path) -> list[str]:
         for i, path in enumerate(map(Path, files)):
             name = f"graph{i}.o"
             if path.suffix == ".o":
-                shutil.copyfile(path, out_dir / name)
+                os.replace(path, out_dir / name)
             else:  # a C source module: compile it the way the final link would
                 toolchain.compile_object(path, out_dir / name, options)
             captured.append(name)
 
     keep.get_target_triple = cc.create_shared.get_target_triple
-    with tempfile.TemporaryDirectory() as work:
-        executable.export_library(str(Path(work) / "graph.so"), fcompile=keep, workspace_dir=work)
+    executable.export_library(str(out_dir / "graph.so"), fcompile=keep, workspace_dir=str(out_dir))
     return captured
 
 

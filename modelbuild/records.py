@@ -135,5 +135,24 @@ def format_record(record: Record) -> str:
     return "\n".join(line for line in lines if line) + "\n"
 
 
+def plain(obj):
+    """TVM containers (Array, Map, String, IntImm, FloatImm) as plain JSON values.
+
+    For traces and targets read from TVM; imports TVM only when given a TVM object."""
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
+    if isinstance(obj, str):
+        return str(obj)
+    import tvm
+
+    if isinstance(obj, tvm.tirx.IntImm):
+        return int(obj.value)
+    if isinstance(obj, tvm.tirx.FloatImm):
+        return float(obj.value)
+    if hasattr(obj, "items"):
+        return {str(k): plain(v) for k, v in obj.items()}
+    return [plain(x) for x in obj]
+
+
 def save(path: Path, record: Record) -> None:
     atomic.write_text(path, format_record(record))

@@ -7,25 +7,8 @@ measurement: this is how a user makes B2, B3 ... for one workload.
 
 from __future__ import annotations
 
-from .records import Record
+from .records import Record, plain
 from .targets import TargetSpec
-
-
-def plain(obj):
-    """TVM containers (Array, Map, String, IntImm, FloatImm) as plain JSON values."""
-    import tvm
-
-    if obj is None or isinstance(obj, (bool, int, float)):
-        return obj
-    if isinstance(obj, str):
-        return str(obj)
-    if isinstance(obj, tvm.tirx.IntImm):
-        return int(obj.value)
-    if isinstance(obj, tvm.tirx.FloatImm):
-        return float(obj.value)
-    if hasattr(obj, "items"):
-        return {str(k): plain(v) for k, v in obj.items()}
-    return [plain(x) for x in obj]
 
 
 def tuning_target(target_spec: TargetSpec) -> dict:

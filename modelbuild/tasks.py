@@ -46,7 +46,7 @@ DOCS = {
 # reruns that step (the build tool's own version is an input, as in Bazel).
 STEP_SOURCES = {
     "partition": ("partition.py", "manifest.py", "workloads.py", "toolchain.py", "models.py"),
-    "lower": ("lower.py", "records.py", "workloads.py", "sampling.py", "python_schedule.py"),
+    "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py"),
     "codegen": ("codegen.py", "toolchain.py", "targets.py"),
     "link": ("link.py", "toolchain.py"),
 }

@@ -8,14 +8,13 @@ Files are polled (mtime and size): no extra dependency, works everywhere.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from rich.console import Console
 
+from . import manifest
 from .layout import Project
+from .measure import library_latency, model_inputs
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -48,38 +47,6 @@ def rebuild(project: Project, model: str, target: str) -> tuple[int, float]:
     return code, time.perf_counter() - start
 
 
-def latency(library: Path, inputs, runs: int = 5) -> float:
-    """Median seconds of vm["main"] on ``inputs``, from a private copy of the library
-    (the dynamic loader would hand back the old one for the same path)."""
-    import statistics
-
-    import tvm
-    from tvm import relax
-
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / f"{library.stem}-{time.time_ns()}.so"
-        shutil.copyfile(library, copy)
-        vm = relax.VirtualMachine(tvm.runtime.load_module(str(copy)), tvm.cpu())
-        vm["main"](*inputs)
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            vm["main"](*inputs)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _inputs(project: Project, model: str):
-    import numpy as np
-    import tvm
-
-    from . import manifest
-
-    man = manifest.read(project.model(model).manifest)
-    rng = np.random.default_rng(0)
-    return [tvm.runtime.tensor(rng.standard_normal(s).astype(d)) for _, s, d in man.inputs]
-
-
 def watch(project: Project, model: str, target: str = "llvm", bench: bool = False,
           interval: float = 0.2) -> int:
     os.chdir(project.root)
@@ -95,7 +62,9 @@ def watch(project: Project, model: str, target: str = "llvm", bench: bool = Fals
             if code == 0:
                 line = f"[green]rebuilt[/green] {model} in {secs:.2f} s"
                 if bench:
-                    now = latency(project.model(model).library, _inputs(project, model))
+                    layout = project.model(model)
+                    now, _ = library_latency(layout.library,
+                                             model_inputs(manifest.read(layout.manifest)))
                     was = f" (was {previous * 1e3:.1f} ms)" if previous is not None else ""
                     line += f"; latency {now * 1e3:.1f} ms{was}"
                     previous = now

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import (Project, assert_close, make_project, model_inputs, reference_output,
+from conftest import (assert_close, make_project, model_inputs, reference_output,
                       run_library, sha256, tiny_conv_workload)
 from modelbuild import records
 from onnx_models import tiny_model

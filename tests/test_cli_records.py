@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import (assert_close, make_project, model_inputs, reference_output, run_library,
-                      sha256, tiny_conv_workload)
+                      tiny_conv_workload)
 from onnx_models import tiny_model
 
 

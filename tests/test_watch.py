@@ -6,8 +6,7 @@ import sys
 import threading
 import time
 
-from conftest import (assert_close, model_inputs, reference_output, run_library, sha256,
-                      tiny_conv_workload)
+from conftest import (assert_close, model_inputs, reference_output, run_library, sha256)
 from modelbuild import records
 
 
