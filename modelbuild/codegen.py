@@ -13,7 +13,7 @@ from . import atomic, toolchain
 from .targets import TargetSpec
 
 
-def _write_object(lib, tmp: Path) -> None:
+def _write_object(lib, tmp: Path, _name: str) -> None:
     lib.write_to_file(str(tmp))
 
 
@@ -23,7 +23,7 @@ _WEAK = ("void* __tvm_ffi__library_ctx = NULL;",
          "TVM_DLL int32_t __tvm_ffi_main(")
 
 
-def _compile_c_source(lib, tmp: Path) -> None:
+def _compile_c_source(lib, tmp: Path, name: str) -> None:
     import tvm
     import tvm_ffi.libinfo
 
@@ -37,7 +37,8 @@ def _compile_c_source(lib, tmp: Path) -> None:
         includes = [tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
                     tvm_ffi.libinfo.find_dlpack_include_path()]
         flat = [p for inc in includes for p in (inc if isinstance(inc, list) else [inc])]
-        toolchain.compile_object(source, tmp, ["-O2", *[f"-I{p}" for p in flat]])
+        toolchain.compile_object(source, tmp, ["-O2", *[f"-I{p}" for p in flat]],
+                                 f"the C source of workload {name}")
     finally:
         source.unlink(missing_ok=True)
 
@@ -55,7 +56,7 @@ def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) 
                          target=tvm.target.Target(target_spec.tvm_target))
     tmp = atomic.temp_path_for(out_file, suffix=".o")
     try:
-        EMITTERS[target_spec.emit](lib, tmp)
+        EMITTERS[target_spec.emit](lib, tmp, name)
         atomic.commit(tmp, out_file)
     finally:
         tmp.unlink(missing_ok=True)

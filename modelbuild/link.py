@@ -15,7 +15,7 @@ def run(objects: list[Path], graph_objects: list[Path], out: Path) -> None:
     tmp = atomic.temp_path_for(out, suffix=".so")
     try:
         # The order export_library uses: kernels first, then the packed executable.
-        toolchain.link_shared(tmp, [*objects, *graph_objects])
+        toolchain.link_shared(tmp, [*objects, *graph_objects], str(out))
         atomic.commit(tmp, out, executable=True)
     finally:
         tmp.unlink(missing_ok=True)

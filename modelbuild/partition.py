@@ -93,7 +93,7 @@ def _capture_objects(executable, out_dir: Path) -> list[str]:
             if path.suffix == ".o":
                 os.replace(path, out_dir / name)
             else:  # a C source module: compile it the way the final link would
-                toolchain.compile_object(path, out_dir / name, options)
+                toolchain.compile_object(path, out_dir / name, options, "the graph's C module")
             captured.append(name)
 
     keep.get_target_triple = cc.create_shared.get_target_triple

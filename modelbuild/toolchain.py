@@ -34,10 +34,11 @@ def run(cmd: list[str], what: str) -> None:
         raise BuildError(f"{what} failed ({proc.returncode}):\n{proc.stdout}\ncommand: {' '.join(cmd)}")
 
 
-def compile_object(source: Path, out: Path, options: list[str]) -> None:
-    run([compiler(), "-c", "-fPIC", "-o", str(out), str(source), *options], f"compiling {source.name}")
+def compile_object(source: Path, out: Path, options: list[str], what: str) -> None:
+    """``what`` names the thing compiled for the error message (not the temporary file)."""
+    run([compiler(), "-c", "-fPIC", "-o", str(out), str(source), *options], f"compiling {what}")
 
 
-def link_shared(out: Path, objects: list[Path]) -> None:
+def link_shared(out: Path, objects: list[Path], what: str) -> None:
     """``export_library``'s link line: cc -shared -fPIC -o out objects..."""
-    run([compiler(), "-shared", "-fPIC", "-o", str(out), *map(str, objects)], f"linking {out.name}")
+    run([compiler(), "-shared", "-fPIC", "-o", str(out), *map(str, objects)], f"linking {what}")
