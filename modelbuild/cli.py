@@ -195,6 +195,84 @@ def cmd_watch(args) -> int:
     return watch(project, args.model, args.target, bench=args.bench)
 
 
+def cmd_why(args) -> int:
+    from . import why
+    from .workspace import model_layout
+
+    project = _project(args)
+    model_layout(project, args.model)
+    verdicts = why.explain(project, args.model, args.target)
+    if args.json:
+        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        return 0
+    runs = [v for v in verdicts if v.action == why.RUN]
+    restores = [v for v in verdicts if v.action == why.RESTORE]
+    target = args.target or targets.DEFAULT_TARGET
+    if not verdicts:
+        console.print(f"{args.model} (target {target}): nothing will run; "
+                      f"`doit build:{args.model}` is up to date")
+        return 0
+    console.print(f"{args.model} (target {target}): {len(runs)} task(s) will run, "
+                  f"{len(restores)} will be restored from the cache")
+    for v in verdicts:
+        label = "run    " if v.action == why.RUN else "restore"
+        console.print(f"  {label} {escape(v.task)}")
+        for reason in v.reasons:
+            console.print(f"            {escape(reason)}")
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_cache(args) -> int:
+    from . import cache
+
+    project = _project(args)
+    store = cache.Cache.of(project)
+    if args.action == "clear":
+        count, size = store.clear()
+        console.print(f"cache {store.root}: removed {count} entries ({_size(size)})")
+        return 0
+    if args.action == "prune":
+        if args.max_size is None:
+            raise BuildError("cache prune needs --max-size", hint="e.g. --max-size 500M")
+        try:
+            limit = cache.parse_size(args.max_size)
+        except ValueError as err:
+            raise BuildError(str(err)) from None
+        count, size = store.prune(limit)
+        console.print(f"cache {store.root}: removed {count} least recently used entries "
+                      f"({_size(size)}); limit {_size(limit)}")
+        return 0
+    entries = store.entries()
+    kinds: dict[str, list[int]] = {}
+    for path, size, _ in entries:
+        kinds.setdefault(path.parent.parent.name, []).append(size)
+    last = cache.last_run(project)
+    stats = {"location": str(store.root), "entries": len(entries),
+             "bytes": sum(size for _, size, _ in entries),
+             "kinds": {k: {"entries": len(v), "bytes": sum(v)} for k, v in sorted(kinds.items())},
+             "last_build": last}
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    console.print(f"cache {stats['location']}: {stats['entries']} entries, {_size(stats['bytes'])}")
+    for kind, info in stats["kinds"].items():
+        console.print(f"  {kind}: {info['entries']} entries, {_size(info['bytes'])}")
+    if last is None:
+        console.print("last build: no record of one in this project")
+    else:
+        console.print(f"last build: {last['hit']} hits, {last['miss']} misses, "
+                      f"{last['corrupt']} corrupt entries rebuilt")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", help="project directory (default: found upwards from here)")
@@ -262,6 +340,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bench", action="store_true", help="print end-to-end latency after each rebuild")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_watch)
+
+    p = sub.add_parser("why", help="dry run: which tasks the next build runs, and why")
+    p.add_argument("model")
+    p.add_argument("--target", help="the target the build would use (default: llvm)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_why)
+
+    p = sub.add_parser("cache", help="the artifact cache: stats, prune --max-size SIZE, clear")
+    p.add_argument("action", choices=("stats", "prune", "clear"))
+    p.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G)")
+    p.add_argument("--json", action="store_true", help="stats: machine-readable output")
+    p.set_defaults(func=cmd_cache)
     return parser
 
 

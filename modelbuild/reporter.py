@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from . import cache, cached_step
 from . import manifest as manifest_mod
 from .layout import Project
 
@@ -41,6 +42,7 @@ class ModelbuildReporter(ConsoleReporter):
         self.started: dict[str, float] = {}
         self.ran: Counter = Counter()
         self.uptodate = 0
+        self.from_cache = 0
         self.seconds: dict[str, float] = {}
         self.models: set[str] = set()
         self.t0 = time.perf_counter()
@@ -56,6 +58,8 @@ class ModelbuildReporter(ConsoleReporter):
         return total
 
     def initialize(self, tasks, selected_tasks):
+        cache.start_run(self.project)
+        cached_step.restored.clear()
         for name in selected_tasks:
             model = _model_of(name)
             if model:
@@ -102,8 +106,10 @@ class ModelbuildReporter(ConsoleReporter):
     def skip_uptodate(self, task):
         if task.name[0] != "_" and task.actions:
             self.uptodate += 1
+            from_cache = task.name in cached_step.restored
+            self.from_cache += from_cache
             if self.show_uptodate:
-                self.write(f"-- {task.title()}\n")
+                self.write(f"-- {task.title()}{'  (from cache)' if from_cache else ''}\n")
             self._advance()
 
     def complete_run(self):
@@ -122,8 +128,15 @@ class ModelbuildReporter(ConsoleReporter):
         ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed
                                                          else "nothing to rebuild")
         status = "[red]failed[/red]" if failed else "[green]done[/green]"
-        self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date; "
+        restored = f" ({self.from_cache} from cache)" if self.from_cache else ""
+        self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date{restored}; "
                            f"{elapsed:.1f} s")
+        counts = cache.last_run(self.project)
+        if counts and (counts["hit"] or counts["miss"] or counts["corrupt"]):
+            self.console.print(f"  cache: {counts['hit']} hits, {counts['miss']} misses")
+        for entry in cache.corrupt_entries(self.project):
+            self.console.print(f"  [yellow]warning[/yellow]: cache entry {escape(entry)} was "
+                               "corrupt (digest mismatch); it was rebuilt, not used")
         slow = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:3]
         if slow and sum(self.ran.values()) > 3:
             self.console.print("  slowest: " + ", ".join(f"{n} {s:.2f} s" for n, s in slow))

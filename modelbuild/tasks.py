@@ -23,8 +23,10 @@ from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
-from . import codegen, link, lower, partition
+from . import codegen, fingerprint, link, lower, partition
 from . import manifest as manifest_mod
+from .cache import Cache
+from .cached_step import Step, Uptodate
 from .errors import BuildError
 from .layout import Project
 from .models import ModelSpec
@@ -46,8 +48,8 @@ DOCS = {
 # reruns that step (the build tool's own version is an input, as in Bazel).
 STEP_SOURCES = {
     "partition": ("partition.py", "manifest.py", "workloads.py", "toolchain.py", "models.py"),
-    "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py"),
-    "codegen": ("codegen.py", "toolchain.py", "targets.py"),
+    "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py", "fingerprint.py"),
+    "codegen": ("codegen.py", "toolchain.py", "targets.py", "fingerprint.py"),
     "link": ("link.py", "toolchain.py"),
 }
 
@@ -59,6 +61,15 @@ def _code_digest(files: tuple[str, ...]) -> str:
     for name in files:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _clean_with_stamp(task) -> None:
+    """doit clean: remove a cached step's outputs and their stamps (the cache keeps its copy)."""
+    for target in task.targets:
+        for path in (Path(target), fingerprint.stamp_path(Path(target))):
+            if path.is_file():
+                print(f"{task.name} - removing file '{path}'")
+                path.unlink()
 
 
 def step(fn, *args):
@@ -111,11 +122,12 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     return _subtask(
         "partition", spec.name,
         doc=f"partition {spec.name}",
-        actions=[(step, [partition.run, spec, layout, ctx.target])],
+        actions=[(step, [partition.run, spec, layout, ctx.target]),
+                 (fingerprint.write_stamp, [layout.manifest, ctx.config_for("partition"), None])],
         file_dep=[str(p) for p in spec.source_files()],
         targets=[str(layout.manifest)],
         uptodate=[config_changed(ctx.config_for("partition"))],
-        clean=True,
+        clean=[_clean_with_stamp],
     )
 
 
@@ -126,42 +138,53 @@ def unit_tasks(ctx: Context, model: str):
     if man is None:
         raise BuildError(f"no manifest for model '{model}' at {layout.manifest}",
                          hint=f"run `doit partition:{model}` first")
+    cache = Cache.of(ctx.project)
     objects = []
     for w in man.workloads:
         present = layout.record_files(w.name)
-        deps = [str(layout.workload(w.name)), *map(str, present)]
+        record_files = [layout.record(w.name), layout.python_record(w.name)]
+        lowered = Step(f"lower:{model}/{w.name}", "lowered", cache, layout.lowered(w.name),
+                       functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"),
+                                         layout.workload(w.name), record_files, w.name))
         yield _subtask(
             "lower", f"{model}/{w.name}",
             doc=f"apply {present[0] if present else 'the default schedule'} to {w.name}",
-            actions=[(step, [lower.run, layout.workload(w.name),
-                             [layout.record(w.name), layout.python_record(w.name)],
+            actions=[(step, [lowered.build, lower.run, layout.workload(w.name), record_files,
                              layout.lowered(w.name), ctx.target, w.name])],
-            file_dep=deps,
             targets=[str(layout.lowered(w.name))],
-            uptodate=[config_changed(ctx.config_for("lower"))],
-            clean=True,
+            uptodate=[Uptodate(lowered)],
+            clean=[_clean_with_stamp],
         )
+        compiled = Step(f"codegen:{model}/{w.name}", "object", cache, layout.object(w.name),
+                        functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
+                                          layout.lowered(w.name), w.name))
         yield _subtask(
             "codegen", f"{model}/{w.name}",
             doc=f"compile {w.name} for {ctx.target.name}",
-            actions=[(step, [codegen.run, layout.lowered(w.name),
+            actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
                              layout.object(w.name), ctx.target, w.name])],
-            file_dep=[str(layout.lowered(w.name))],
+            task_dep=[f"lower:{model}/{w.name}"],
             targets=[str(layout.object(w.name))],
-            uptodate=[config_changed(ctx.config_for("codegen"))],
-            clean=True,
+            uptodate=[Uptodate(compiled)],
+            clean=[_clean_with_stamp],
         )
         objects.append(layout.object(w.name))
     graph = [layout.graph_dir / name for name in man.graph_objects]
+    link_config = link_config_of(ctx)
     yield _subtask(
         "link", model,
         doc=f"link {layout.library}",
-        actions=[(step, [link.run, objects, graph, layout.library])],
+        actions=[(step, [link.run, objects, graph, layout.library]),
+                 (fingerprint.write_stamp, [layout.library, link_config, None])],
         file_dep=[str(p) for p in [*objects, *graph]],
         targets=[str(layout.library)],
-        uptodate=[config_changed({**ctx.config_for("link"), "cc": _compiler_or_none()})],
-        clean=True,
+        uptodate=[config_changed(link_config)],
+        clean=[_clean_with_stamp],
     )
+
+
+def link_config_of(ctx: Context) -> dict:
+    return {**ctx.config_for("link"), "cc": _compiler_or_none()}
 
 
 def _compiler_or_none() -> str:

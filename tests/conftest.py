@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from onnx_models import tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
+os.environ.pop("MODELBUILD_CACHE", None)  # each test project uses its own build/.cache
 
 
 class DoitRun:
@@ -25,8 +27,10 @@ class DoitRun:
         self.stderr = proc.stderr
         self.output = proc.stdout + proc.stderr
         lines = self.stdout.splitlines()
-        self.ran = {ln[3:].strip() for ln in lines if ln.startswith(".  ")}
-        self.uptodate = {ln[3:].strip() for ln in lines if ln.startswith("-- ")}
+        self.ran = {ln[3:].split()[0] for ln in lines if ln.startswith(".  ")}
+        self.uptodate = {ln[3:].split()[0] for ln in lines if ln.startswith("-- ")}
+        self.from_cache = {ln[3:].split()[0] for ln in lines
+                           if ln.startswith("-- ") and ln.endswith("(from cache)")}
 
     def ran_kind(self, kind: str) -> set[str]:
         return {t for t in self.ran if t.startswith(kind + ":")}

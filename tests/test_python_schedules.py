@@ -39,6 +39,10 @@ def test_python_schedule_builds_and_matches_the_default(tiny_copy):
     # The function's source is a dependency like a JSON record's.
     path.write_text(SPLIT_AND_VECTORIZE.replace("factors=[None, 8]", "factors=[None, 4]"))
     assert f"lower:tiny/{workload}" in tiny_copy.doit("build:tiny").ran
+    # A Python record is identified by its text: a comment reruns lower, whose output
+    # is unchanged, so nothing downstream runs (early cutoff).
+    path.write_text(path.read_text() + "\n# a comment schedules nothing\n")
+    assert tiny_copy.doit("build:tiny").ran == {f"lower:tiny/{workload}"}
     rows = json.loads(subprocess.run([sys.executable, "-m", "modelbuild", "inspect", "tiny", "--json"],
                                      cwd=tiny_copy.root, capture_output=True, text=True).stdout)
     assert next(r for r in rows if r["workload"] == workload)["status"] == "python"

@@ -1,0 +1,97 @@
+"""What determines a lowered or compiled workload: its inputs, their digest (the cache
+key) and the stamp written beside each output.
+
+The inputs of a step are described as a small JSON-able dict, so that the key
+is its digest and ``why`` can name what differs from the stamp of the last
+build. Reading them must stay cheap and TVM-free: the build checks them for
+every workload on every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from . import atomic, records
+from .errors import BuildError
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def record_identity(record_files: list[Path], name: str) -> dict:
+    """What of a workload's record decides the schedule: its meaning, not its formatting.
+
+    A record that does not parse is identified by its bytes: the build will
+    fail on it, and must not find it in the cache.
+    """
+    present = [p for p in record_files if p.is_file()]
+    if not present:
+        return {"kind": "default"}
+    if len(present) > 1:
+        return {"kind": "conflict", "files": [str(p) for p in present]}
+    path = present[0]
+    if path.suffix == ".py":
+        return {"kind": "python", "file": str(path), "sha256": file_digest(path)}
+    try:
+        canonical = records.load(path, expected_workload=name).canonical()
+    except BuildError:
+        return {"kind": "invalid", "file": str(path), "sha256": file_digest(path)}
+    return {"kind": "json", "file": str(path), "canonical": canonical}
+
+
+def lower_inputs(config: dict, workload_file: Path, record_files: list[Path], name: str) -> dict:
+    return {"step": "lower", "config": config, "workload": file_digest(workload_file),
+            "record": record_identity(record_files, name)}
+
+
+def codegen_inputs(config: dict, lowered_file: Path, name: str,
+                   lowered_digest: str | None = None) -> dict:
+    """``lowered_digest``: the digest of the lowered TIR when known without the file."""
+    # The kernel's symbol is its workload name, so the name is part of the object.
+    return {"step": "codegen", "config": config,
+            "lowered": lowered_digest or file_digest(lowered_file), "name": name}
+
+
+def key(inputs: dict) -> str:
+    """The cache key of a step: the digest of its inputs, file paths left out (a
+    record's path does not change what it means; two models can share an entry)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "file"}
+        return value
+
+    text = json.dumps(strip(inputs), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- stamps: what the output beside them was built from ----------------------------
+
+def stamp_path(output: Path) -> Path:
+    return output.with_name(output.name + ".stamp")
+
+
+def write_stamp(output: Path, inputs: dict, output_digest: str | None) -> None:
+    stamp = {"key": key(inputs), "output_sha256": output_digest, "inputs": inputs}
+    atomic.write_text(stamp_path(output), json.dumps(stamp, sort_keys=True, indent=1))
+
+
+def read_stamp(output: Path) -> dict | None:
+    try:
+        stamp = json.loads(stamp_path(output).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) and "key" in stamp else None
+
+
+def is_current(output: Path, inputs: dict) -> bool:
+    """True when ``output`` exists, is what its stamp says, and was built from ``inputs``."""
+    stamp = read_stamp(output)
+    if stamp is None or stamp["key"] != key(inputs):
+        return False
+    try:
+        return file_digest(output) == stamp.get("output_sha256")
+    except OSError:
+        return False

@@ -1,0 +1,143 @@
+"""The content-addressed artifact cache, observed through real doit runs and its CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import (assert_close, make_project, model_inputs, reference_output,
+                      run_library, sha256)
+from modelbuild import cache, records
+from modelbuild.layout import Project as Layout
+from onnx_models import tiny_model
+
+
+def _set_record(project, workload, rec):
+    project.record("tiny", workload).parent.mkdir(parents=True, exist_ok=True)
+    records.save(project.record("tiny", workload), rec)
+
+
+def _cache_cli(project, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "modelbuild", "cache", *args],
+                          cwd=project.root, capture_output=True, text=True, env=env)
+
+
+def _stats(project, env=None) -> dict:
+    proc = _cache_cli(project, "stats", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_switching_back_to_an_earlier_record_only_links(tiny_copy, tiny_variants):
+    workload, variants = tiny_variants
+    x = model_inputs(tiny_copy.root, "tiny")
+    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.doit("build:tiny")
+    first = run_library(tiny_copy.library("tiny"), x)
+    first_lib = sha256(tiny_copy.library("tiny"))
+    _set_record(tiny_copy, workload, variants[1])
+    assert tiny_copy.doit("build:tiny").ran == {f"lower:tiny/{workload}",
+                                                f"codegen:tiny/{workload}", "link:tiny"}
+    _set_record(tiny_copy, workload, variants[0])
+    back = tiny_copy.doit("build:tiny")
+    assert back.ran == {"link:tiny"}
+    assert back.from_cache == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}"}
+    assert "cache: 2 hits, 0 misses" in back.stdout
+    assert _stats(tiny_copy)["last_build"] == {"hit": 2, "miss": 0, "corrupt": 0}
+    assert sha256(tiny_copy.library("tiny")) == first_lib
+    assert (run_library(tiny_copy.library("tiny"), x) == first).all()
+    assert tiny_copy.doit("build:tiny").ran == set()
+
+
+def test_two_models_sharing_workloads_compile_them_once(tmp_path):
+    # Same architecture, different weights: the same workloads, in two models.
+    project = make_project(tmp_path / "p", {"tiny": tiny_model(seed=1), "twin": tiny_model(seed=2)})
+    first = project.doit("build:tiny")
+    assert first.ran_kind("codegen")
+    second = project.doit("build:twin")
+    assert second.ran == {"partition:twin", "link:twin"}
+    assert {t for t in second.from_cache if t.startswith("codegen:")} == {
+        t.replace("tiny", "twin") for t in first.ran_kind("codegen")}
+    assert _stats(project)["last_build"]["miss"] == 0
+    x = model_inputs(project.root, "twin")
+    assert_close(run_library(project.library("twin"), x), reference_output(project, "twin", x))
+
+
+def test_two_processes_fill_one_cache_at_once(tmp_path):
+    shared = tmp_path / "shared-cache"
+    env = {**os.environ, cache.ENV: str(shared)}
+    projects = [make_project(tmp_path / name, {"tiny": tiny_model()}) for name in ("a", "b")]
+    procs = [subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=p.root, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for p in projects]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    for project in projects:
+        x = model_inputs(project.root, "tiny")
+        assert_close(run_library(project.library("tiny"), x), reference_output(project, "tiny", x))
+    assert not (projects[0].root / "build" / ".cache").exists()  # the shared one was used
+    assert _stats(projects[0], env)["kinds"]["object"]["entries"] >= 1
+
+
+def test_a_corrupt_entry_is_rebuilt_and_reported_not_linked(tiny_copy, tiny_variants):
+    workload, variants = tiny_variants
+    x = model_inputs(tiny_copy.root, "tiny")
+    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.doit("build:tiny")
+    expected = run_library(tiny_copy.library("tiny"), x)
+    stamp = json.loads((tiny_copy.root / "build" / "tiny" / "objects" / f"{workload}.o.stamp").read_text())
+    entry = cache.Cache.of(Layout(tiny_copy.root)).path("object", stamp["key"])
+    _set_record(tiny_copy, workload, variants[1])
+    tiny_copy.doit("build:tiny")
+    data = bytearray(entry.read_bytes())
+    data[-100:] = bytes(100)  # damage the object's tail; size and header unchanged
+    entry.write_bytes(bytes(data))
+    _set_record(tiny_copy, workload, variants[0])
+    run = tiny_copy.doit("build:tiny")
+    assert f"codegen:tiny/{workload}" in run.ran  # rebuilt, not restored
+    assert f"lower:tiny/{workload}" in run.from_cache
+    assert f"cache entry object/{stamp['key']} was corrupt" in run.stdout
+    assert _stats(tiny_copy)["last_build"]["corrupt"] == 1
+    assert (run_library(tiny_copy.library("tiny"), x) == expected).all()
+    assert cache.Cache.of(Layout(tiny_copy.root)).get("object", stamp["key"]) is not None
+
+
+def test_a_damaged_output_in_build_is_replaced(tiny_copy, tiny_variants):
+    workload, _ = tiny_variants
+    obj = tiny_copy.root / "build" / "tiny" / "objects" / f"{workload}.o"
+    good = obj.read_bytes()
+    obj.write_bytes(good[: len(good) // 2])
+    run = tiny_copy.doit("build:tiny")
+    assert f"codegen:tiny/{workload}" in run.from_cache
+    assert obj.read_bytes() == good
+    assert "link:tiny" in run.uptodate  # the library was linked from these very bytes
+
+
+def test_cache_location_from_pyproject_and_environment(tiny_copy, tmp_path):
+    (tiny_copy.root / "pyproject.toml").write_text('[tool.modelbuild]\ncache-dir = "elsewhere"\n')
+    assert _stats(tiny_copy)["location"] == str(tiny_copy.root / "elsewhere")
+    env = {**os.environ, cache.ENV: str(tmp_path / "env-cache")}
+    assert _stats(tiny_copy, env)["location"] == str(tmp_path / "env-cache")
+
+
+def test_cache_prune_and_clear(tiny_copy):
+    before = _stats(tiny_copy)
+    assert before["entries"] > 0 and before["kinds"]["lowered"]["entries"] > 0
+    proc = _cache_cli(tiny_copy, "prune", "--max-size", str(before["bytes"] - 1))
+    assert proc.returncode == 0 and "removed" in proc.stdout
+    after = _stats(tiny_copy)
+    assert 0 < after["entries"] < before["entries"] and after["bytes"] <= before["bytes"] - 1
+    bad = _cache_cli(tiny_copy, "prune", "--max-size", "lots")
+    assert bad.returncode == 1 and "not a size" in bad.stdout
+    assert _cache_cli(tiny_copy, "clear").returncode == 0
+    assert _stats(tiny_copy)["entries"] == 0
+    # An emptied cache costs nothing on a no-op: outputs are checked against their stamps.
+    assert tiny_copy.doit("build:tiny").ran == set()
+
+
+@pytest.mark.parametrize("text, expected", [("500M", 500 << 20), ("2G", 2 << 30), ("1024", 1024),
+                                            ("1.5KiB", 1536)])
+def test_parse_size(text, expected):
+    assert cache.parse_size(text) == expected
