@@ -1,0 +1,80 @@
+"""`python -m modelbuild why`: the dry run names what the next build runs, and why;
+the real doit run then does exactly that."""
+
+import json
+import subprocess
+import sys
+
+from conftest import tiny_conv_workload
+from modelbuild import records
+
+
+def _why(project, *args) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny", "--json", *args],
+                          cwd=project.root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _predicted(verdicts, action):
+    return {v["task"] for v in verdicts if v["action"] == action}
+
+
+def _assert_doit_agrees(project, verdicts, *args):
+    run = project.doit("build:tiny", *args)
+    assert run.ran == _predicted(verdicts, "run")
+    assert run.from_cache == _predicted(verdicts, "restore")
+    return run
+
+
+def test_why_after_no_change_says_nothing_will_run(tiny_copy):
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny"],
+                          cwd=tiny_copy.root, capture_output=True, text=True)
+    assert proc.returncode == 0 and "nothing will run" in proc.stdout
+    assert _why(tiny_copy) == []
+    _assert_doit_agrees(tiny_copy, [])
+
+
+def test_why_names_the_edited_record_and_decision(tiny_copy, tiny_variants):
+    workload, variants = tiny_variants
+    path = tiny_copy.record("tiny", workload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records.save(path, variants[0])
+    first = _why(tiny_copy)
+    assert f"record {path.relative_to(tiny_copy.root)} added" in " ".join(
+        r for v in first for r in v["reasons"])
+    _assert_doit_agrees(tiny_copy, first)
+    # Edit one tile decision by hand, as a user would.
+    data = json.loads(path.read_text())
+    insts, decisions = data["trace"]
+    index, old = next((i, v) for i, v in decisions
+                      if insts[i][0] == "SamplePerfectTile" and v[-1] != v[-2])
+    new = [*old[:-2], old[-1], old[-2]]
+    for d in decisions:
+        if d[0] == index:
+            d[1] = new
+    path.write_text(json.dumps(data, indent=1))
+    verdicts = _why(tiny_copy)
+    lower = next(v for v in verdicts if v["task"] == f"lower:tiny/{workload}")
+    assert lower["action"] == "run"
+    assert (f"trace decision {index}: {json.dumps(old)} -> {json.dumps(new)}"
+            in " ".join(lower["reasons"]))
+    assert _predicted(verdicts, "run") == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}",
+                                           "link:tiny"}
+    _assert_doit_agrees(tiny_copy, verdicts)
+    # Going back: lower and codegen come from the cache; why says so.
+    records.save(path, variants[0])
+    back = _why(tiny_copy)
+    assert _predicted(back, "restore") == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}"}
+    _assert_doit_agrees(tiny_copy, back)
+
+
+def test_why_names_a_target_change(tiny_copy):
+    verdicts = _why(tiny_copy, "--target", "c")
+    assert verdicts
+    for v in verdicts:
+        assert "target changed (llvm -> c)" in " ".join(v["reasons"]), v
+    workload = tiny_conv_workload(tiny_copy)
+    assert {"partition:tiny", f"lower:tiny/{workload}", "link:tiny"} <= _predicted(verdicts, "run")
+    _assert_doit_agrees(tiny_copy, verdicts, "target=c")
+    assert _why(tiny_copy, "--target", "c") == []
