@@ -236,7 +236,7 @@ def render_workload(console: Console, report: dict, root: Path) -> None:
     if rec["record"]:
         line = f"record: {_relative(rec['record'], root)} ({rec['status']}"
         line += f", variant {rec['variant']} of {rec['variants']}" if rec["variant"] else ""
-        line += f", measured {rec['run_secs'] * 1e3:.3f} ms" if rec["run_secs"] else ""
+        line += f", {rec['run_secs'] * 1e3:.3f} ms when measured" if rec["run_secs"] else ""
         line += f"; {rec['note']})" if rec["note"] else ")"
     else:
         line = f"record: none ({rec['note']})"
