@@ -113,10 +113,10 @@ def benchmark(layout: ModelLayout) -> tuple[dict | None, str]:
         return None, f"no benchmark (run `python -m modelbuild bench {layout.name}`)"
     try:
         data = json.loads(path.read_text())
-        if not isinstance(data.get("workloads"), dict):
-            raise ValueError("no 'workloads' table")
-    except (OSError, ValueError, AttributeError) as err:
+    except (OSError, ValueError) as err:
         return None, f"unreadable benchmark {path}: {err}"
+    if not isinstance(data, dict) or not isinstance(data.get("workloads"), dict):
+        return None, f"unreadable benchmark {path}: no 'workloads' table"
     return data, ""
 
 

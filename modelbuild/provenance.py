@@ -174,8 +174,7 @@ def _carry(before: list, owners: list, after: list) -> list:
     out: list = [None] * len(after)
     pending = None
     for i in reversed(range(len(after))):
-        key = _key(after[i].var)
-        pending = out[i] = known[key] if key in known else pending
+        pending = out[i] = known.get(_key(after[i].var), pending)
     return out
 
 
