@@ -185,6 +185,32 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    from . import explain
+    from .workspace import ensure_partitioned
+
+    if args.workload and args.node:
+        raise BuildError("give a workload or --node, not both")
+    project = _project(args)
+    man = ensure_partitioned(project, args.model, args.target)
+    layout = project.model(args.model)
+    if args.node:
+        report = explain.node_report(layout, man, args.node)
+    elif args.workload:
+        report = explain.workload_report(layout, man, args.workload)
+    else:
+        report = explain.model_report(layout, man)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif args.node:
+        explain.render_node(console, report)
+    elif args.workload:
+        explain.render_workload(console, report, project.root)
+    else:
+        explain.render_model(console, report)
+    return 0
+
+
 def cmd_watch(args) -> int:
     from .watch import watch
     from .workspace import model_layout
@@ -334,6 +360,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("explain", help="which model operators each workload computes; one "
+                                       "workload's record, artifacts and time")
+    p.add_argument("model")
+    p.add_argument("workload", nargs="?", help="one workload (default: all of them)")
+    p.add_argument("--node", help="which workload computes this operator (ONNX node name)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("watch", help="rebuild a model in one warm process on every edit")
     p.add_argument("model")

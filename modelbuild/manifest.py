@@ -1,4 +1,5 @@
-"""The manifest partition writes: the model's workloads, their hashes, the graph objects.
+"""The manifest partition writes: the model's workloads, their hashes, the graph objects,
+and the provenance of every operator of the model.
 
 msgpack, read at task-loading time: reading it must stay cheap and TVM-free.
 """
@@ -12,7 +13,7 @@ import msgpack
 
 from . import atomic
 
-FORMAT = 1
+FORMAT = 2  # 2: operators (provenance)
 
 
 @dataclass(frozen=True)
@@ -22,14 +23,36 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Operator:
+    """One operator of the model and where it went: the workload computing its output, or why none."""
+
+    name: str
+    op_type: str
+    workload: str | None
+    note: str = ""               # why there is no workload ("folded into constants", ...)
+    also: tuple[str, ...] = ()   # other workloads computing part of it
+
+
+@dataclass(frozen=True)
 class Manifest:
     model: str
     workloads: tuple[Workload, ...]
     graph_objects: tuple[str, ...]  # file names inside the layout's graph_dir
     inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # name, shape, dtype
+    operators: tuple[Operator, ...] = ()  # the model's operators, in model order
+    provenance_error: str = ""            # why operators is empty, if tracing failed
 
     def workload(self, name: str) -> Workload | None:
         return next((w for w in self.workloads if w.name == name), None)
+
+    def operator(self, name: str) -> Operator | None:
+        return next((o for o in self.operators if o.name == name), None)
+
+    def sources(self, workload: str) -> list[tuple[Operator, bool]]:
+        """The operators a workload computes, in model order; True marks one the workload
+        computes only part of (its output comes from another workload)."""
+        return [(o, o.workload != workload) for o in self.operators
+                if o.workload == workload or workload in o.also]
 
     def to_bytes(self) -> bytes:
         return msgpack.packb({
@@ -38,6 +61,9 @@ class Manifest:
             "workloads": [[w.name, w.hash] for w in self.workloads],
             "graph_objects": list(self.graph_objects),
             "inputs": [[n, list(s), d] for n, s, d in self.inputs],
+            "operators": [[o.name, o.op_type, o.workload, o.note, list(o.also)]
+                          for o in self.operators],
+            "provenance_error": self.provenance_error,
         })
 
     @classmethod
@@ -50,6 +76,9 @@ class Manifest:
             workloads=tuple(Workload(n, h) for n, h in raw["workloads"]),
             graph_objects=tuple(raw["graph_objects"]),
             inputs=tuple((n, tuple(s), d) for n, s, d in raw["inputs"]),
+            operators=tuple(Operator(n, t, w, note, tuple(also))
+                            for n, t, w, note, also in raw["operators"]),
+            provenance_error=raw["provenance_error"],
         )
 
 

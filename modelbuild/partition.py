@@ -7,6 +7,7 @@ its VM executable is built here once, as object files, and link only links.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -46,6 +47,16 @@ def _identifier_input_names(model, shapes: dict) -> dict:
 
 def import_model(spec: ModelSpec):
     """The model as a Relax IRModule (weights bound as constants)."""
+    return _import(spec, traced=False)[0]
+
+
+def import_model_traced(spec: ModelSpec):
+    """The model as a Relax IRModule, and its operators with the Relax expressions of their
+    outputs (for provenance; None if the importer did not keep them)."""
+    return _import(spec, traced=True)
+
+
+def _import(spec: ModelSpec, traced: bool):
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -56,20 +67,56 @@ def import_model(spec: ModelSpec):
         raise BuildError(f"cannot read ONNX model: {err}", file=spec.onnx_path) from None
     try:
         shapes = _identifier_input_names(model, dict(spec.inputs))
-        return from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
+        with _importer_tensors() if traced else contextlib.nullcontext({}) as tensors:
+            mod = from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
     except Exception as err:
         raise BuildError(f"TVM cannot import this ONNX model: {err}", file=spec.onnx_path,
                          hint="declare static input shapes in models/<name>.toml [inputs]") from None
+    if not traced or not tensors:
+        return mod, None
+    from . import provenance
+
+    return mod, provenance.onnx_operators(model.graph, tensors)
+
+
+@contextlib.contextmanager
+def _importer_tensors():
+    """Keeps the ONNX importer's map of tensor name -> Relax expression, which from_onnx
+    drops when it returns. The import itself runs unchanged."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    importer = onnx_frontend.ONNXGraphImporter
+    original = importer.from_onnx
+    tensors: dict = {}
+
+    def from_onnx(self, graph, opset):
+        mod = original(self, graph, opset)
+        tensors.update(getattr(self, "_nodes", None) or {})  # a private attribute
+        return mod
+
+    importer.from_onnx = from_onnx
+    try:
+        yield tensors
+    finally:
+        importer.from_onnx = original
 
 
 def fuse(mod, target):
     """Run the zero pipeline's passes: the fused module whose PrimFuncs are the workloads."""
-    import tvm
+    return fuse_stages(mod, target)[PASSES[-1]]
+
+
+def fuse_stages(mod, target) -> dict:
+    """The zero pipeline's passes one by one: the module after each, by pass name
+    ("import" for ``mod`` itself)."""
     from tvm import relax
 
-    seq = tvm.transform.Sequential([getattr(relax.transform, name)() for name in PASSES])
+    stages = {"import": mod}
     with target:
-        return seq(mod)
+        for name in PASSES:
+            mod = getattr(relax.transform, name)()(mod)
+            stages[name] = mod
+    return stages
 
 
 def workloads_of(fused) -> dict:
@@ -141,13 +188,27 @@ def _inputs_of(fused):
                  for p in params)
 
 
+def _provenance(operators, stages, workloads) -> tuple[tuple, str]:
+    """(operators, "") or ((), why not): provenance is best effort and never fails a build."""
+    from . import provenance
+
+    if operators is None:
+        return (), "the ONNX importer of this TVM version did not keep its tensor map"
+    try:
+        return provenance.trace(operators, stages, set(workloads)), ""
+    except Exception as err:  # noqa: BLE001 - reported in the manifest, shown by explain
+        return (), f"{type(err).__name__}: {err}"
+
+
 def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     import tvm
 
     from .workloads import structural_hash
 
     target = tvm.target.Target(target_spec.tvm_target)
-    fused = fuse(import_model(spec), target)
+    imported, operators = import_model_traced(spec)
+    stages = fuse_stages(imported, target)
+    fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
     for name, func in funcs.items():
         atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
@@ -155,9 +216,12 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
         if old.stem not in funcs:
             old.unlink()
     objects = build_graph(fused, set(funcs), target, layout.graph_dir)
+    traced, error = _provenance(operators, stages, funcs)
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
         workloads=tuple(manifest.Workload(n, structural_hash(f)) for n, f in funcs.items()),
         graph_objects=tuple(objects),
         inputs=_inputs_of(fused),
+        operators=traced,
+        provenance_error=error,
     ))

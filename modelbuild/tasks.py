@@ -47,7 +47,8 @@ DOCS = {
 # The modelbuild modules whose code decides each step's output: editing one
 # reruns that step (the build tool's own version is an input, as in Bazel).
 STEP_SOURCES = {
-    "partition": ("partition.py", "manifest.py", "workloads.py", "toolchain.py", "models.py"),
+    "partition": ("partition.py", "provenance.py", "manifest.py", "workloads.py", "toolchain.py",
+                  "models.py"),
     "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py", "fingerprint.py"),
     "codegen": ("codegen.py", "toolchain.py", "targets.py", "fingerprint.py"),
     "link": ("link.py", "toolchain.py"),

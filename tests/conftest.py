@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnx_models import tiny_model
+from onnx_models import randomized_light, tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.pop("MODELBUILD_CACHE", None)  # each test project uses its own build/.cache
@@ -131,6 +131,28 @@ def tiny_copy(tiny_built, tmp_path) -> Project:
     dest = tmp_path / "proj"
     shutil.copytree(tiny_built.root, dest, symlinks=True)
     return Project(dest)
+
+
+@pytest.fixture(scope="session")
+def declared_partitioned(tmp_path_factory):
+    """declared_partitioned(name): a project with the declared model ``name`` given random
+    weights (same architecture, as models/<name>.onnx), partitioned once per session.
+
+    Shared: a test may build it or add records, but must not change its model.
+    """
+    made: dict[str, Project] = {}
+
+    def get(name: str) -> Project:
+        if name not in made:
+            from modelbuild import models
+
+            light = models.discover(REPO / "models")[name].onnx_path.stem.removeprefix("light_")
+            project = make_project(tmp_path_factory.mktemp(name) / "p", {name: randomized_light(light)})
+            project.doit(f"partition:{name}")
+            made[name] = project
+        return made[name]
+
+    return get
 
 
 def sampled_records(project: Project, model: str, workload: str, count: int, seed: int = 1):

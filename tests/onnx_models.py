@@ -75,3 +75,38 @@ def randomized_light(name: str, seed: int = 0) -> onnx.ModelProto:
     g.node.extend(keep)
     g.initializer.extend(new_inits)
     return model
+
+
+def provenance_model() -> onnx.ModelProto:
+    """Operators fusion merges, splits and folds away: generated weights (ConstantOfShape),
+    a static Shape, an Identity, a two-output Split, a Reshape of a constant."""
+    rng = np.random.default_rng(0)
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
+
+    fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [0.1])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["w_shape"], ["w"], value=fill, name="weights"),
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Shape", ["c"], ["s"], name="shape"),
+        helper.make_node("Identity", ["c"], ["i"], name="identity"),
+        helper.make_node("Relu", ["i"], ["r"], name="relu"),
+        helper.make_node("Split", ["r", "split"], ["a", "b"], axis=1, name="split"),
+        helper.make_node("Mul", ["a", "b"], ["m"], name="mul"),
+        helper.make_node("Slice", ["m", "zero", "one", "one"], ["m1"], name="slice"),
+        helper.make_node("Reshape", ["m1", "flat"], ["f"], name="flatten"),
+        helper.make_node("Reshape", ["bias", "flat"], ["bias_flat"], name="bias_reshape"),
+        helper.make_node("Add", ["f", "bias_flat"], ["y"], name="add"),
+    ]
+    inits = [ints("w_shape", [3, 3, 3, 3]), ints("split", [1, 2]), ints("zero", [0]),
+             ints("one", [1]), ints("flat", [1, 64]), _init("bias", rng.standard_normal((2, 32)))]
+    graph = helper.make_graph(
+        nodes, "provenance",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [4])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model, full_check=True)
+    return model

@@ -8,20 +8,15 @@ convolutions. resnet50 is the end-to-end test.
 
 import pytest
 
-from conftest import (REPO, assert_close, make_project, model_inputs, reference_output,
-                      run_library, sampled_records)
+from conftest import REPO, assert_close, model_inputs, reference_output, run_library, sampled_records
 from modelbuild import manifest, models, records
-from onnx_models import randomized_light
 
 DECLARED = models.discover(REPO / "models")
 
 
 @pytest.mark.parametrize("name", sorted(DECLARED))
-def test_declared_model_matches_tvm_compile(name, tmp_path):
-    spec = DECLARED[name]
-    light = spec.onnx_path.stem.removeprefix("light_")
-    project = make_project(tmp_path / "p", {name: randomized_light(light)})
-    project.doit(f"partition:{name}")
+def test_declared_model_matches_tvm_compile(name, declared_partitioned):
+    project = declared_partitioned(name)
     man = manifest.read(project.root / "build" / name / "partition" / "manifest.msgpack")
     convs = [w.name for w in man.workloads if "conv2d" in w.name][:2]
     for workload in convs:
