@@ -177,7 +177,7 @@ def reference_output(project: Project, model: str, inputs) -> np.ndarray:
 
 @pytest.fixture(scope="session")
 def tiny_variants(tiny_built):
-    """Three sampled records of the tiny model's second convolution (with its add and relu)."""
+    """Three sampled records of the tiny model's first convolution (with its bias add and relu)."""
     workload = tiny_conv_workload(tiny_built)
     return workload, sampled_records(tiny_built, "tiny", workload, 3)
 
