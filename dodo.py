@@ -6,6 +6,7 @@ everything built goes to build/. The tasks themselves are in modelbuild/tasks.py
 
 from pathlib import Path
 
+from modelbuild.bench_tasks import task_bench  # noqa: F401
 from modelbuild.reporter import ModelbuildReporter
 from modelbuild.tasks import task__mode, task_build, task_link, task_partition  # noqa: F401
 

@@ -81,3 +81,12 @@ class ModelLayout:
     @property
     def library(self) -> Path:
         return self.dir / f"{self.name}.so"
+
+    @property
+    def benchmark(self) -> Path:
+        """The last `bench` result of the library (JSON)."""
+        return self.dir / "bench.json"
+
+    def sweep(self, name: str) -> Path:
+        """A variant sweep's results (JSON); its plot is beside it, as .png."""
+        return self.dir / "sweeps" / f"{name}.json"

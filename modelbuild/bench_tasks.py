@@ -1,0 +1,99 @@
+"""The doit task that benchmarks a built model: doit bench:<model> [runs=10 warmup=2 target=llvm].
+
+One sub-task per model, after build:<model>; it always runs (a measurement is
+never up to date). Its result goes to build/<model>/bench.json and is printed
+as a table. Loading the task stays cheap: TVM is imported only when it runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from doit.task import Task, dict_to_task
+
+from . import tasks
+from .layout import Project
+
+
+def _step(fn, *args):
+    """Run ``fn``; a BuildError becomes a clean task failure (no traceback)."""
+    from doit.exceptions import TaskFailed
+
+    from .errors import BuildError
+
+    try:
+        fn(*args)
+    except BuildError as err:
+        return TaskFailed(str(err))
+    return None
+
+
+def run(project: Project, model: str, target: str, runs: int, warmup: int) -> None:
+    from rich.console import Console
+
+    from . import benchmark, manifest
+    from .errors import BuildError
+
+    console = Console(highlight=False, soft_wrap=True)
+    layout = project.model(model)
+    man = manifest.read(layout.manifest)
+    if man is None or not layout.library.is_file():
+        raise BuildError(f"no library of '{model}' to benchmark at {layout.library}",
+                         hint=f"doit build:{model}")
+
+    def on_progress(phase, done, total):
+        if done == 1:
+            console.print(f"bench {model}: {phase}, {total} run(s) ...")
+
+    result = benchmark.measure(layout.library, man, model=model, target=target, runs=runs,
+                               warmup=warmup, on_progress=on_progress)
+    benchmark.save(layout.benchmark, result)
+    console.print(benchmark.table(result))
+    console.print(f"saved {layout.benchmark}")
+
+
+def _int_var(name: str, default: int, minimum: int) -> int:
+    from doit import get_var
+    from doit.exceptions import InvalidDodoFile
+
+    text = get_var(name, str(default))
+    if not text.isdigit() or int(text) < minimum:
+        raise InvalidDodoFile(f"error: {name}={text}: expected a whole number >= {minimum}")
+    return int(text)
+
+
+def _check_requested(argv: list[str], models) -> None:
+    from doit.exceptions import InvalidDodoFile
+
+    for arg in argv:
+        base, sep, model = arg.partition(":")
+        if base == "bench" and sep and model not in models:
+            known = ", ".join(models) or "(none)"
+            raise InvalidDodoFile(f"error: unknown model '{model}' in '{arg}'. "
+                                  f"Known models: {known}.")
+
+
+def bench_task(ctx, model: str, runs: int, warmup: int) -> Task:
+    layout = ctx.project.model(model)
+    task = dict_to_task({
+        "name": f"bench:{model}",
+        "doc": f"benchmark {layout.library}",
+        "actions": [(_step, [run, ctx.project, model, ctx.target.name, runs, warmup])],
+        "task_dep": [f"build:{model}"],
+        "file_dep": [str(layout.library)],
+        "uptodate": [False],
+        "verbosity": 2,
+    })
+    task.subtask_of = "bench"
+    return task
+
+
+def task_bench():
+    """Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> build/<model>/bench.json."""
+    ctx = tasks.context()
+    _check_requested(sys.argv[1:], ctx.models)
+    runs, warmup = _int_var("runs", 10, 1), _int_var("warmup", 2, 0)
+    yield {"basename": "bench", "name": None, "doc": task_bench.__doc__,
+           "task_dep": [f"bench:{m}" for m in ctx.models]}
+    for m in ctx.models:
+        yield bench_task(ctx, m, runs, warmup)
