@@ -119,7 +119,6 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
     return {
         "model": model,
         "target": target,
-        "library": str(library),
         "library_sha256": digest,
         "runs": runs,
         "warmup": warmup,

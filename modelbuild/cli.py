@@ -1,7 +1,7 @@
-"""The modelbuild command line: edits to schedule records (`python -m modelbuild --help`).
+"""The modelbuild command line: schedule records and measurements (`python -m modelbuild --help`).
 
 Building stays with doit (`doit build:<model>`); these commands make, check
-and inspect the records a build uses.
+and inspect the records a build uses, and time what it built.
 """
 
 from __future__ import annotations
@@ -299,6 +299,50 @@ def cmd_cache(args) -> int:
     return 0
 
 
+def _progress_callback(progress):
+    """A benchmark progress callback driving one rich progress bar per phase."""
+    bars = {}
+
+    def on_progress(phase, done, total):
+        if phase not in bars:
+            bars[phase] = progress.add_task(phase, total=total)
+        progress.update(bars[phase], completed=done)
+    return on_progress
+
+
+def cmd_bench(args) -> int:
+    from rich.progress import Progress
+
+    from . import benchmark, buildrun, manifest
+    from .workspace import model_layout
+
+    project = _project(args)
+    layout = model_layout(project, args.model)
+    targets.resolve(args.target)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if args.build:
+        with err.status(f"doit build:{args.model} target={args.target} ..."):
+            run = buildrun.build(project, args.model, args.target)
+        if not run.ok:
+            raise BuildError(f"build of '{args.model}' failed: {run.reason}",
+                             hint=f"doit build:{args.model} shows the whole output")
+    man = manifest.read(layout.manifest)
+    if man is None or not layout.library.is_file():
+        raise BuildError(f"no library of '{args.model}' at {layout.library}",
+                         hint=f"doit build:{args.model}")
+    with Progress(console=err, transient=True) as progress:
+        result = benchmark.measure(layout.library, man, model=args.model, target=args.target,
+                                   runs=args.runs, warmup=args.warmup,
+                                   on_progress=_progress_callback(progress))
+    benchmark.save(layout.benchmark, result)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        console.print(benchmark.table(result))
+        console.print(f"saved {layout.benchmark}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", help="project directory (default: found upwards from here)")
@@ -387,7 +431,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G)")
     p.add_argument("--json", action="store_true", help="stats: machine-readable output")
     p.set_defaults(func=cmd_cache)
+
+    p = sub.add_parser("bench", help="time the built library end to end and per workload")
+    p.add_argument("model")
+    p.add_argument("--runs", type=_positive, default=10, help="timed runs (default 10)")
+    p.add_argument("--warmup", type=_natural, default=2, help="untimed runs first (default 2)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
+                   help="run `doit build:<model>` first, so the library matches the records "
+                        "(default: on)")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_bench)
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
+    return int(text)
+
+
+def _natural(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:

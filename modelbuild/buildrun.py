@@ -1,0 +1,50 @@
+"""Run `doit build:<model>` in a subprocess, exactly as a user would, and read how it went.
+
+The build keeps the state users use (build/.doit.db): afterwards a plain
+`doit build:<model>` finds everything up to date.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from .layout import Project
+
+# Written by each doit run when the content-addressed cache is on (reset at the
+# start of the run): one line per event, "hit|miss|corrupt <kind> <key>".
+CACHE_EVENTS = ".cache-events"
+
+
+@dataclass(frozen=True)
+class BuildRun:
+    ok: bool
+    seconds: float
+    output: str
+    cache_hits: int | None  # None: the build wrote no cache events
+
+    @property
+    def reason(self) -> str:
+        """Why a build failed, in one line: the reporter's "failed <task>: ..." summary."""
+        lines = [ln.strip() for ln in self.output.splitlines() if ln.strip()]
+        failed = [ln[len("failed "):] for ln in lines if ln.startswith("failed ")]
+        errors = [ln for ln in lines if ln.startswith("error:")]
+        return (failed or errors or lines[-1:] or ["doit failed without output"])[0]
+
+
+def cache_hits(project: Project) -> int | None:
+    try:
+        text = (project.build_dir / CACHE_EVENTS).read_text()
+    except FileNotFoundError:
+        return None
+    return sum(1 for line in text.splitlines() if line.split(" ", 1)[0] == "hit")
+
+
+def build(project: Project, model: str, target: str = "llvm") -> BuildRun:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "doit", f"build:{model}", f"target={target}"],
+                          cwd=project.root, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    return BuildRun(proc.returncode == 0, seconds, proc.stdout + proc.stderr, cache_hits(project))

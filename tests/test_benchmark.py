@@ -1,0 +1,85 @@
+"""bench: end-to-end latency and per-workload time of the built library (CLI and doit task)."""
+
+import json
+import subprocess
+import sys
+
+from conftest import sha256
+from modelbuild import manifest
+
+
+def workload_names(project, model="tiny"):
+    man = manifest.read(project.root / "build" / model / "partition" / "manifest.msgpack")
+    return {w.name for w in man.workloads}
+
+
+def table_rows(text: str) -> dict[str, list[str]]:
+    """First cell -> the other cells, for each row of a rich table in ``text``."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def bench(project, *args):
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "bench", "tiny", *args],
+                          cwd=project.root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def check_result(result, project):
+    names = workload_names(project)
+    assert set(result["workloads"]) == names
+    assert result["model"] == "tiny" and result["target"] == "llvm" and result["runs"] == 3
+    assert result["library_sha256"] == sha256(project.library("tiny"))
+    lat = result["latency_ms"]
+    assert 0 < lat["min"] <= lat["median"] <= lat["max"] and lat["stdev"] >= 0
+    called = {n: r for n, r in result["workloads"].items() if r["calls"]}
+    # the convolutions, the pool and the classifier run; every called workload took time
+    assert len(called) >= 4, result["workloads"]
+    assert all(r["median_ms"] > 0 and 0 < r["share"] < 1 for r in called.values())
+    # the VM's own calls are apart, never under a workload's name
+    assert result["vm_calls"] and not set(result["vm_calls"]) & names
+
+
+def test_bench_json_has_a_positive_row_per_workload(tiny_copy):
+    result = json.loads(bench(tiny_copy, "--runs", "3", "--warmup", "1", "--json"))
+    check_result(result, tiny_copy)
+    saved = json.loads((tiny_copy.root / "build" / "tiny" / "bench.json").read_text())
+    assert saved == result
+
+
+def test_bench_table_names_the_workloads(tiny_copy):
+    out = bench(tiny_copy, "--runs", "3")
+    rows = table_rows(out)
+    result = json.loads((tiny_copy.root / "build" / "tiny" / "bench.json").read_text())
+    for name, row in result["workloads"].items():
+        calls, ms, _ = rows[name]
+        assert int(calls) == row["calls"]
+        if row["calls"]:
+            assert float(ms) > 0
+    assert float(rows["end to end"][1]) > 0
+    assert "saved " in out
+
+
+def test_doit_bench_task_builds_then_benchmarks(tiny_copy, tiny_variants):
+    from modelbuild import records
+
+    workload, variants = tiny_variants
+    records.save(tiny_copy.record("tiny", workload), variants[0])
+    run = tiny_copy.doit("bench:tiny", "runs=3")
+    # bench depends on the build: the edited workload is rebuilt first, then benchmarked
+    assert {f"lower:tiny/{workload}", "link:tiny", "bench:tiny"} <= run.ran
+    check_result(json.loads((tiny_copy.root / "build" / "tiny" / "bench.json").read_text()),
+                 tiny_copy)
+    assert set(workload_names(tiny_copy)) <= set(table_rows(run.stdout))
+    # a measurement is never up to date
+    assert "bench:tiny" in tiny_copy.doit("bench:tiny", "runs=3").ran
+
+
+def test_unknown_model_is_named(tiny_copy):
+    run = tiny_copy.doit("bench:nosuch", check=False)
+    assert run.returncode != 0 and "unknown model 'nosuch'" in run.output
