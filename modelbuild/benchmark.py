@@ -35,11 +35,11 @@ def sha256(path: Path) -> str:
 
 
 def spread(samples_s: list[float]) -> dict:
-    """median, stdev (sample), interquartile range, min and max, in milliseconds."""
+    """median, stdev (sample), quartiles and interquartile range, min and max, in milliseconds."""
     ms = [s * 1e3 for s in samples_s]
-    q1, _, q3 = statistics.quantiles(ms, n=4) if len(ms) > 1 else (ms[0], 0, ms[0])
+    q1, _, q3 = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else (ms[0],) * 3
     figures = {"median": statistics.median(ms), "stdev": statistics.stdev(ms) if len(ms) > 1 else 0.0,
-               "iqr": q3 - q1, "min": min(ms), "max": max(ms)}
+               "q1": q1, "q3": q3, "iqr": q3 - q1, "min": min(ms), "max": max(ms)}
     return {k: round(v, 6) for k, v in figures.items()}
 
 
