@@ -343,6 +343,29 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from . import sweep
+
+    project = _project(args)
+    targets.resolve(args.target)
+    workloads = list(dict.fromkeys(args.workload))
+    steps = sweep.prepare(project, args.model, workloads, sweep.parse_variants(args.variants),
+                          args.mode, args.max_builds, args.target)
+    name = args.name or "+".join(workloads) + ("-cross" if args.mode == "cross" else "")
+    run = sweep.Sweep(project, args.model, workloads, steps, args.mode, args.target, args.runs,
+                      args.warmup)
+    then = "select the fastest" if args.select_fastest else "restore the active records"
+    console.print(f"sweep {args.model}: {len(steps)} builds "
+                  f"({sweep.plan_size_text(steps, workloads, args.mode)}), "
+                  f"{args.runs} timed runs each; then {then} and rebuild")
+    try:
+        return sweep.run(run, select_fastest=args.select_fastest, name=name, console=console)
+    except KeyboardInterrupt:
+        console.print("[red]sweep interrupted[/red]: the active records are as before the "
+                      "sweep, and the model was rebuilt with them")
+        return 130
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", help="project directory (default: found upwards from here)")
@@ -442,6 +465,28 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: on)")
     p.add_argument("--target", default="llvm")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("sweep", help="build and benchmark the model once per variant of "
+                                     "some workloads")
+    p.add_argument("model")
+    p.add_argument("--workload", action="append", required=True,
+                   help="a workload whose variants to sweep (repeatable)")
+    p.add_argument("--variants", help="comma-separated variant numbers, 'default' for no record "
+                                      "(default: every sampled variant)")
+    p.add_argument("--mode", choices=("one-at-a-time", "cross"), default="one-at-a-time",
+                   help="with several workloads: vary one at a time, the others at their "
+                        "active record (default), or build their cross product")
+    p.add_argument("--max-builds", type=_positive, default=16,
+                   help="refuse a plan of more builds than this (default 16)")
+    p.add_argument("--select-fastest", action="store_true",
+                   help="make the fastest variant(s) the active record; without it the active "
+                        "records are restored as they were")
+    p.add_argument("--runs", type=_positive, default=10, help="timed runs per variant (default 10)")
+    p.add_argument("--warmup", type=_natural, default=2, help="untimed runs first (default 2)")
+    p.add_argument("--name", help="results go to build/<model>/sweeps/<name>.json and .png "
+                                  "(default: the workload names)")
+    p.add_argument("--target", default="llvm")
+    p.set_defaults(func=cmd_sweep)
     return parser
 
 

@@ -1,0 +1,311 @@
+"""Variant sweep: build and benchmark a model once per schedule variant of some workloads.
+
+For each step of the plan the variants are made active (schedules/<model>/<W>.json),
+the model is built by `doit build:<model>` in a subprocess (the state users
+use; each rebuild touches only the varied workloads) and benchmarked. Afterwards
+the active records are restored byte for byte, "no record" included, and the
+model rebuilt, also after a failure or Ctrl-C; or, with select_fastest, the
+fastest step's variants become the active records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from . import atomic, benchmark, buildrun, variants
+from . import manifest as manifest_mod
+from .errors import BuildError
+from .layout import ModelLayout, Project
+
+MODES = ("one-at-a-time", "cross")
+
+Step = dict  # workload -> variant number, None for "no record" (TVM's default schedule)
+
+
+@dataclass
+class Row:
+    """One built and benchmarked step of a sweep (or a failed build)."""
+
+    variants: Step
+    files: dict  # workload -> the variant's record file, relative to the project
+    ok: bool
+    reason: str | None = None
+    build_seconds: float = 0.0
+    cache_hits: int | None = None
+    latency_ms: dict | None = None
+    workload_ms: dict = field(default_factory=dict)
+    library_sha256: str | None = None
+
+
+def label(step: Step, workloads, short: bool = False) -> str:
+    """"2" for a sweep of one workload; "W1=2, W2=default" (or with the names) for several."""
+    text = {w: "default" if k is None else str(k) for w, k in step.items()}
+    if len(workloads) == 1:
+        return text[workloads[0]]
+    return (" " if short else ", ").join(f"{f'W{i}' if short else w}={text[w]}"
+                     for i, w in enumerate(workloads, 1) if w in step)
+
+
+def legend(workloads) -> str:
+    return ", ".join(f"W{i} = {w}" for i, w in enumerate(workloads, 1))
+
+
+def plan(layout: ModelLayout, workloads: list[str], chosen: list | None, mode: str) -> list[Step]:
+    """The steps of the sweep: one-at-a-time varies one workload per step, cross all at once."""
+    per = {}
+    for w in workloads:
+        have = variants.existing(layout, w)
+        if chosen is None:
+            if not have:
+                raise BuildError(f"no sampled variants of workload '{w}' in "
+                                 f"{layout.variants_dir(w)}", workload=w,
+                                 hint=f"python -m modelbuild sample {layout.name} {w} -n 3")
+            per[w] = list(have)
+        else:
+            missing = [k for k in chosen if k is not None and k not in have]
+            if missing:
+                raise BuildError(f"no variant {', '.join(map(str, missing))} of workload '{w}' "
+                                 f"(have: {', '.join(map(str, have)) or 'none'})", workload=w,
+                                 hint=f"python -m modelbuild sample {layout.name} {w} -n N")
+            per[w] = list(chosen)
+    if mode == "cross":
+        return [dict(zip(workloads, combo)) for combo in itertools.product(*per.values())]
+    return [{w: k} for w in workloads for k in per[w]]
+
+
+def plan_size_text(steps: list[Step], workloads, mode: str) -> str:
+    counts = {w: len({s[w] for s in steps if w in s}) for w in workloads}
+    sep = " x " if mode == "cross" else " + "
+    how = "cross product" if mode == "cross" else "one workload at a time"
+    return f"{sep.join(str(counts[w]) for w in workloads)} variants, {how}"
+
+
+# -- the active records -------------------------------------------------------------
+
+def snapshot(layout: ModelLayout, workloads) -> dict[str, bytes | None]:
+    """The active record of each workload as bytes, None where there is none."""
+    return {w: layout.record(w).read_bytes() if layout.record(w).is_file() else None
+            for w in workloads}
+
+
+def restore(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
+    for w, data in saved.items():
+        if data is None:
+            layout.record(w).unlink(missing_ok=True)
+        elif not layout.record(w).is_file() or layout.record(w).read_bytes() != data:
+            atomic.write_bytes(layout.record(w), data)
+
+
+def activate(layout: ModelLayout, saved: dict[str, bytes | None], step: Step) -> None:
+    """The step's variants active; every other swept workload as it was before the sweep."""
+    restore(layout, {w: data for w, data in saved.items() if w not in step})
+    for w, k in step.items():
+        variants.select(layout, w, k)
+
+
+def describe(layout: ModelLayout, w: str) -> str:
+    if not layout.record(w).is_file():
+        return "no record"
+    k = variants.active_variant(layout, w)
+    return f"variant {k}" if k is not None else "a record that is not a variant"
+
+
+# -- running ------------------------------------------------------------------------
+
+@dataclass
+class Sweep:
+    project: Project
+    model: str
+    workloads: list[str]
+    steps: list[Step]
+    mode: str = "one-at-a-time"
+    target: str = "llvm"
+    runs: int = 10
+    warmup: int = 2
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def layout(self) -> ModelLayout:
+        return self.project.model(self.model)
+
+    def run_step(self, step: Step, saved, man, on_phase) -> Row:
+        layout = self.layout
+        activate(layout, saved, step)
+        files = {w: (str(variants.existing(layout, w)[k].relative_to(self.project.root))
+                     if k is not None else None) for w, k in step.items()}
+        on_phase("building")
+        built = buildrun.build(self.project, self.model, self.target)
+        row = Row(dict(step), files, built.ok, build_seconds=round(built.seconds, 3),
+                  cache_hits=built.cache_hits)
+        if not built.ok:
+            row.reason = built.reason
+            return row
+        on_phase("benchmarking")
+        result = benchmark.measure(layout.library, man, model=self.model, target=self.target,
+                                   runs=self.runs, warmup=self.warmup)
+        row.latency_ms = result["latency_ms"]
+        row.workload_ms = {w: result["workloads"][w]["median_ms"] for w in self.workloads}
+        row.library_sha256 = result["library_sha256"]
+        return row
+
+    def fastest(self) -> int | None:
+        ok = [i for i, r in enumerate(self.rows) if r.ok]
+        return min(ok, key=lambda i: self.rows[i].latency_ms["median"]) if ok else None
+
+    def to_json(self, before: dict, after: dict, selected: bool) -> dict:
+        return {"model": self.model, "target": self.target, "mode": self.mode,
+                "workloads": self.workloads, "runs": self.runs, "warmup": self.warmup,
+                "before": before, "after": after, "fastest": self.fastest(),
+                "selected": selected, "rows": [asdict(r) for r in self.rows]}
+
+
+def table(sweep: Sweep) -> Table:
+    """One row per step: its variant(s), workload time(s), latency, build time, cache hits.
+
+    Several workloads are numbered W1, W2, ... (the title names them), so the
+    table stays narrow; a failed build's reason is printed below the table.
+    """
+    workloads, fastest = sweep.workloads, sweep.fastest()
+    many = len(workloads) > 1
+    table = Table(title=f"{sweep.model}: sweep of {legend(workloads) if many else workloads[0]} "
+                        f"({sweep.mode})", box=box.SIMPLE_HEAD,
+                  caption=f"medians of {sweep.runs} runs; latency: end to end")
+    table.add_column("variant", justify="left" if many else "right")
+    for i, _ in enumerate(workloads, 1):
+        table.add_column(f"W{i} ms" if many else "workload ms", justify="right")
+    for col in ("latency ms", "stdev", "build s", "cache hits" if not many else "hits"):
+        table.add_column(col, justify="right")
+    table.add_column("status", no_wrap=True)
+    for i, row in enumerate(sweep.rows):
+        cells = [label(row.variants, workloads, short=True)]
+        if row.ok:
+            lat = row.latency_ms
+            cells += [f"{row.workload_ms[w]:.4g}" for w in workloads]
+            cells += [f"{lat['median']:.4g}", f"{lat['stdev']:.2g}"]
+            status = "[green]fastest[/green]" if i == fastest else "ok"
+        else:
+            cells += ["-"] * (len(workloads) + 2)
+            status = "[red]failed[/red]"
+        hits = "-" if row.cache_hits is None else str(row.cache_hits)
+        table.add_row(*cells, f"{row.build_seconds:.2f}", hits, status)
+    return table
+
+
+def run(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) -> int:
+    """Run every step, then restore (or select the fastest), rebuild, save and print."""
+    from rich.progress import Progress
+
+    layout, workloads = sweep.layout, sweep.workloads
+    man = manifest_mod.read(layout.manifest)
+    saved = snapshot(layout, workloads)
+    before = {w: describe(layout, w) for w in workloads}
+    chosen = None
+    try:
+        with Progress(console=console, transient=True) as progress:
+            bar = progress.add_task("sweep", total=len(sweep.steps))
+            for step in sweep.steps:
+                text = label(step, workloads)
+
+                def on_phase(phase, text=text):
+                    progress.update(bar, description=f"{phase} {text}")
+
+                row = sweep.run_step(step, saved, man, on_phase)
+                sweep.rows.append(row)
+                progress.advance(bar)
+                outcome = (f"{row.latency_ms['median']:.4f} ms" if row.ok
+                           else f"[red]failed[/red]: {escape(row.reason or '')}")
+                console.print(f"  {escape(text)}: built in {row.build_seconds:.2f} s, {outcome}")
+        if select_fastest and sweep.fastest() is not None:
+            chosen = sweep.rows[sweep.fastest()].variants
+    finally:
+        if chosen is not None:
+            activate(layout, saved, chosen)
+        else:
+            restore(layout, saved)
+        with console.status("rebuilding with the active records ..."):
+            final = buildrun.build(sweep.project, sweep.model, sweep.target)
+        if not final.ok:
+            console.print(f"[red]the final build failed[/red]: {escape(final.reason)}")
+    after = {w: describe(layout, w) for w in workloads}
+    path = layout.sweep(name)
+    atomic.write_text(path, json.dumps(sweep.to_json(before, after, chosen is not None),
+                                       indent=2, sort_keys=True) + "\n")
+    from .sweep_plot import plot
+
+    plot(sweep, path.with_suffix(".png"))
+    console.print(table(sweep))
+    for row in sweep.rows:
+        if not row.ok:
+            console.print(f"[red]failed[/red] {escape(label(row.variants, workloads))}: "
+                          f"{escape(row.reason or '')}")
+    console.print(f"saved {path} and {path.with_suffix('.png')}")
+    if chosen is not None:
+        row = sweep.rows[sweep.fastest()]
+        console.print(f"[green]selected[/green] the fastest, {escape(label(chosen, workloads))} "
+                      f"({row.latency_ms['median']:.4f} ms); active now: "
+                      + ", ".join(f"{w}: {after[w]}" for w in chosen))
+    else:
+        why = " (no variant built)" if select_fastest else ""
+        console.print(f"restored the active records as before the sweep{why}: "
+                      + ", ".join(f"{w}: {before[w]}" for w in workloads))
+    if not final.ok:
+        return 1
+    console.print(f"rebuilt {sweep.model} with the active records in {final.seconds:.2f} s")
+    return 0 if any(r.ok for r in sweep.rows) else 1
+
+
+def check_workloads(layout: ModelLayout, man, workloads) -> None:
+    if man is not None:
+        unknown = [w for w in workloads if man.workload(w) is None]
+        if unknown:
+            raise BuildError(f"model '{layout.name}' has no workload '{', '.join(unknown)}'",
+                             hint=f"`python -m modelbuild inspect {layout.name}` lists them")
+    for w in workloads:
+        if layout.python_record(w).is_file():
+            raise BuildError("the workload is scheduled by a Python file; a sweep makes JSON "
+                             "variants active", file=layout.python_record(w), workload=w,
+                             hint="move the .py record aside while sweeping")
+
+
+def prepare(project: Project, model: str, workloads: list[str], chosen: list | None, mode: str,
+            max_builds: int, target: str) -> list[Step]:
+    """The plan, refused before anything is built when it is too big or cannot work."""
+    from .workspace import ensure_partitioned, model_layout
+
+    layout = model_layout(project, model)
+    if mode not in MODES:
+        raise BuildError(f"unknown mode '{mode}' (one of: {', '.join(MODES)})")
+    workloads = list(dict.fromkeys(workloads))
+    check_workloads(layout, manifest_mod.read(layout.manifest), workloads)
+    steps = plan(layout, workloads, chosen, mode)
+    if len(steps) > max_builds:
+        raise BuildError(
+            f"the sweep would take {len(steps)} builds ({plan_size_text(steps, workloads, mode)}), "
+            f"more than --max-builds {max_builds}; nothing was built",
+            hint=f"pass --max-builds {len(steps)}, choose fewer with --variants, or use "
+                 "--mode one-at-a-time")
+    check_workloads(layout, ensure_partitioned(project, model, target), workloads)
+    return steps
+
+
+def parse_variants(text: str | None) -> list | None:
+    """"1,2,default" -> [1, 2, None]; None: every sampled variant."""
+    if text is None:
+        return None
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if part == "default":
+            out.append(None)
+        elif part.isdigit():
+            out.append(int(part))
+        else:
+            raise BuildError(f"--variants {text}: '{part}' is not a variant number or 'default'")
+    return list(dict.fromkeys(out))

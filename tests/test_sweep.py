@@ -1,0 +1,171 @@
+"""sweep: build and benchmark once per variant; the user's active record is never lost."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+
+from conftest import sha256
+from modelbuild import records, sweep
+from modelbuild.errors import BuildError
+from modelbuild.layout import Project
+
+
+def add_variants(project, workload, recs, broken=()):
+    """recs as variants 1, 2, ... of workload; numbers in ``broken`` get an invalid file."""
+    folder = project.root / "schedules" / "tiny" / "variants" / workload
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = list(recs)
+    for k in range(1, len(recs) + len(broken) + 1):
+        path = folder / f"{k}.json"
+        if k in broken:
+            path.write_text("{ not json")
+        else:
+            records.save(path, replace(recs.pop(0), path=path))
+
+
+def run_sweep(project, *args):
+    return subprocess.run([sys.executable, "-m", "modelbuild", "sweep", "tiny", *args],
+                          cwd=project.root, capture_output=True, text=True)
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """variant -> the other cells, from the sweep table (rich SIMPLE_HEAD box)."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("───"))
+    rows = {}
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        cells = line.split()
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def read_json(project, name):
+    return json.loads((project.root / "build" / "tiny" / "sweeps" / f"{name}.json").read_text())
+
+
+def test_sweep_restores_the_active_record_and_goes_on_after_a_failed_build(tiny_copy,
+                                                                           tiny_variants):
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2], broken=(2,))
+    # the user's active record is not one of the variants
+    records.save(tiny_copy.record("tiny", workload), recs[2])
+    tiny_copy.doit("build:tiny")
+    active, library = tiny_copy.record("tiny", workload).read_bytes(), sha256(tiny_copy.library("tiny"))
+
+    proc = run_sweep(tiny_copy, "--workload", workload, "--runs", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = table_rows(proc.stdout)
+    assert set(rows) == {"1", "2", "3"}
+    assert rows["2"][-1] == "failed" and rows["1"][-1] in ("ok", "fastest")
+    assert f"failed 2: lower:tiny/{workload}: error:" in proc.stdout and "invalid JSON" in proc.stdout
+
+    result = read_json(tiny_copy, workload)
+    assert [r["variants"][workload] for r in result["rows"]] == [1, 2, 3]
+    assert [r["ok"] for r in result["rows"]] == [True, False, True]
+    for row in (result["rows"][0], result["rows"][2]):
+        assert row["latency_ms"]["median"] > 0 and row["workload_ms"][workload] > 0
+        assert row["build_seconds"] > 0 and row["library_sha256"] != library
+        assert row["cache_hits"] is None or row["cache_hits"] >= 0
+    assert float(rows["1"][1]) == pytest.approx(result["rows"][0]["latency_ms"]["median"], rel=1e-3)
+    png = tiny_copy.root / "build" / "tiny" / "sweeps" / f"{workload}.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # restored byte for byte, and the library rebuilt from it
+    assert not result["selected"] and "restored the active records" in proc.stdout
+    assert tiny_copy.record("tiny", workload).read_bytes() == active
+    assert sha256(tiny_copy.library("tiny")) == library
+    assert tiny_copy.doit("build:tiny").ran == set()
+
+
+def test_select_fastest_makes_the_fastest_variant_active(tiny_copy, tiny_variants):
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    assert not tiny_copy.record("tiny", workload).exists()
+    proc = run_sweep(tiny_copy, "--workload", workload, "--runs", "3", "--select-fastest")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(table_rows(proc.stdout)) == {"1", "2"}
+    result = read_json(tiny_copy, workload)
+    fastest = result["rows"][result["fastest"]]
+    medians = [r["latency_ms"]["median"] for r in result["rows"]]
+    assert fastest["latency_ms"]["median"] == min(medians) and result["selected"]
+    chosen = tiny_copy.root / fastest["files"][workload]
+    assert tiny_copy.record("tiny", workload).read_bytes() == chosen.read_bytes()
+    assert f"selected the fastest, {fastest['variants'][workload]}" in proc.stdout
+    assert result["after"][workload] == f"variant {fastest['variants'][workload]}"
+    assert tiny_copy.doit("build:tiny").ran == set()
+
+
+def test_too_many_builds_are_refused_before_building_anything(tiny_copy, tiny_variants):
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs)
+    stamp = tiny_copy.library("tiny").stat().st_mtime_ns
+    proc = run_sweep(tiny_copy, "--workload", workload, "--max-builds", "2")
+    assert proc.returncode != 0
+    assert "would take 3 builds" in proc.stdout and "--max-builds 2" in proc.stdout
+    assert "nothing was built" in proc.stdout
+    assert tiny_copy.library("tiny").stat().st_mtime_ns == stamp
+    assert not tiny_copy.record("tiny", workload).exists()
+    assert not (tiny_copy.root / "build" / "tiny" / "sweeps").exists()
+
+
+def test_ctrl_c_restores_the_active_record(tiny_copy, tiny_variants):
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs)
+    proc = subprocess.Popen([sys.executable, "-m", "modelbuild", "sweep", "tiny", "--workload",
+                             workload, "--runs", "3"], cwd=tiny_copy.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # interrupt once the first variant is done
+        lines.append(line)
+        if line.strip().startswith("1: built"):
+            break
+    proc.send_signal(signal.SIGINT)
+    out = "".join(lines) + proc.stdout.read()
+    assert proc.wait(timeout=120) == 130, out
+    assert "sweep interrupted" in out
+    assert not tiny_copy.record("tiny", workload).exists()
+    assert tiny_copy.doit("build:tiny").ran == set()
+
+
+# -- the plan, without building -----------------------------------------------------
+
+@pytest.fixture
+def two_workloads(tmp_path):
+    project = Project(tmp_path)
+    layout = project.model("m")
+    for w, count in (("a", 3), ("b", 2)):
+        layout.variants_dir(w).mkdir(parents=True)
+        for k in range(1, count + 1):
+            (layout.variants_dir(w) / f"{k}.json").write_text("{}")
+    return layout
+
+
+def test_plan_one_at_a_time_and_cross(two_workloads):
+    one = sweep.plan(two_workloads, ["a", "b"], None, "one-at-a-time")
+    assert one == [{"a": 1}, {"a": 2}, {"a": 3}, {"b": 1}, {"b": 2}]
+    cross = sweep.plan(two_workloads, ["a", "b"], None, "cross")
+    assert len(cross) == 6 and {"a": 3, "b": 2} in cross
+    assert sweep.plan(two_workloads, ["a", "b"], [2, None], "cross") == [
+        {"a": 2, "b": 2}, {"a": 2, "b": None}, {"a": None, "b": 2}, {"a": None, "b": None}]
+    assert sweep.plan_size_text(cross, ["a", "b"], "cross") == "3 x 2 variants, cross product"
+    with pytest.raises(BuildError, match="no variant 3 of workload 'b'"):
+        sweep.plan(two_workloads, ["a", "b"], [3], "one-at-a-time")
+    assert sweep.parse_variants("2, default,2") == [2, None]
+
+
+def test_restore_brings_back_no_record_and_exact_bytes(two_workloads):
+    layout = two_workloads
+    layout.record("a").write_bytes(b"mine, not a variant\n")
+    saved = sweep.snapshot(layout, ["a", "b"])
+    sweep.activate(layout, saved, {"a": 2, "b": 1})
+    assert layout.record("b").is_file()
+    sweep.restore(layout, saved)
+    assert layout.record("a").read_bytes() == b"mine, not a variant\n"
+    assert not layout.record("b").exists()
