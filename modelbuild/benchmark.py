@@ -149,7 +149,7 @@ def table(result: dict) -> Table:
                         f"after {result['warmup']} warm-up",
                   caption=f"end to end {lat['median']:.3f} ms median, stdev {lat['stdev']:.3f}, "
                           f"IQR {lat['iqr']:.3f}, min {lat['min']:.3f}, max {lat['max']:.3f} ms")
-    table.add_column("workload")
+    table.add_column("workload", overflow="fold")  # a name is never cut short
     table.add_column("calls", justify="right")
     table.add_column("median ms", justify="right")
     table.add_column("share", justify="right")

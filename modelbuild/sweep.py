@@ -167,6 +167,12 @@ class Sweep:
                 "selected": selected, "rows": [asdict(r) for r in self.rows]}
 
 
+def _ms(value: float) -> str:
+    """About four significant digits, never an exponent: 0.0182, 9.447, 36.19, 632.4."""
+    digits = 4 if value < 1 else 3 if value < 10 else 2 if value < 100 else 1
+    return f"{value:.{digits}f}"
+
+
 def table(sweep: Sweep) -> Table:
     """One row per step: its variant(s), workload time(s), latency, build time, cache hits.
 
@@ -188,8 +194,8 @@ def table(sweep: Sweep) -> Table:
         cells = [label(row.variants, workloads, short=True)]
         if row.ok:
             lat = row.latency_ms
-            cells += [f"{row.workload_ms[w]:.4g}" for w in workloads]
-            cells += [f"{lat['median']:.4g}", f"{lat['stdev']:.2g}"]
+            cells += [_ms(row.workload_ms[w]) for w in workloads]
+            cells += [_ms(lat["median"]), _ms(lat["stdev"])]
             status = "[green]fastest[/green]" if i == fastest else "ok"
         else:
             cells += ["-"] * (len(workloads) + 2)

@@ -46,7 +46,7 @@ def plot(sweep, path: Path) -> None:
     ax.set_ylim(bottom=0)
     swept = sweep.workloads[0] if len(sweep.workloads) == 1 else legend(sweep.workloads)
     ax.set_title(f"{sweep.model}: {swept}\n({sweep.mode}, {sweep.runs} runs each)", fontsize=9)
-    ax.legend(fontsize=8)
+    fig.legend(loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
     tmp = atomic.temp_path_for(path, ".png")
     try:
