@@ -353,7 +353,7 @@ def cmd_sweep(args) -> int:
                           args.mode, args.max_builds, args.target)
     name = args.name or "+".join(workloads) + ("-cross" if args.mode == "cross" else "")
     run = sweep.Sweep(project, args.model, workloads, steps, args.mode, args.target, args.runs,
-                      args.warmup)
+                      args.warmup, args.by)
     then = "select the fastest" if args.select_fastest else "restore the active records"
     console.print(f"sweep {args.model}: {len(steps)} builds "
                   f"({sweep.plan_size_text(steps, workloads, args.mode)}), "
@@ -481,6 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select-fastest", action="store_true",
                    help="make the fastest variant(s) the active record; without it the active "
                         "records are restored as they were")
+    p.add_argument("--by", choices=("latency", "workload"), default="latency",
+                   help="fastest by end-to-end median latency (default), or by the swept "
+                        "workloads' median time (steadier on a busy machine)")
     p.add_argument("--runs", type=_positive, default=10, help="timed runs per variant (default 10)")
     p.add_argument("--warmup", type=_natural, default=2, help="untimed runs first (default 2)")
     p.add_argument("--name", help="results go to build/<model>/sweeps/<name>.json and .png "

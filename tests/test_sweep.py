@@ -169,3 +169,15 @@ def test_restore_brings_back_no_record_and_exact_bytes(two_workloads):
     sweep.restore(layout, saved)
     assert layout.record("a").read_bytes() == b"mine, not a variant\n"
     assert not layout.record("b").exists()
+
+
+def test_fastest_by_latency_or_by_the_swept_workloads():
+    def row(k, latency, workload):
+        return sweep.Row({"w": k}, {}, True, latency_ms={"median": latency},
+                         workload_ms={"w": workload})
+
+    run = sweep.Sweep(Project(None), "m", ["w"], [])
+    run.rows = [row(1, 10.0, 3.0), sweep.Row({"w": 2}, {}, False, reason="x"), row(3, 12.0, 1.0)]
+    assert run.fastest() == 0
+    run.by = "workload"
+    assert run.fastest() == 2
