@@ -339,7 +339,7 @@ def cmd_bench(args) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         console.print(benchmark.table(result))
-        console.print(f"saved {layout.benchmark}")
+        console.print(f"saved {layout.benchmark.relative_to(project.root)}")
     return 0
 
 

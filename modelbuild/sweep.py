@@ -264,7 +264,8 @@ def run(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) -> i
         if not row.ok:
             console.print(f"[red]failed[/red] {escape(label(row.variants, workloads))}: "
                           f"{escape(row.reason or '')}")
-    console.print(f"saved {path} and {path.with_suffix('.png')}")
+    shown = path.relative_to(sweep.project.root)
+    console.print(f"saved {shown} and {shown.with_suffix('.png')}")
     if chosen is not None:
         row = sweep.rows[sweep.fastest()]
         console.print(f"[green]selected[/green] the fastest, {escape(label(chosen, workloads))} "
@@ -308,8 +309,9 @@ def prepare(project: Project, model: str, workloads: list[str], chosen: list | N
         raise BuildError(
             f"the sweep would take {len(steps)} builds ({plan_size_text(steps, workloads, mode)}), "
             f"more than --max-builds {max_builds}; nothing was built",
-            hint=f"pass --max-builds {len(steps)}, choose fewer with --variants, or use "
-                 "--mode one-at-a-time")
+            hint=f"pass --max-builds {len(steps)}, "
+                 + ("choose fewer with --variants, or use --mode one-at-a-time" if mode == "cross"
+                    else "or choose fewer with --variants"))
     check_workloads(layout, ensure_partitioned(project, model, target), workloads)
     return steps
 
