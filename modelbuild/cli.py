@@ -367,6 +367,8 @@ def cmd_sweep(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import sweep
+
     parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
     parser.add_argument("--project", help="project directory (default: found upwards from here)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -473,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a workload whose variants to sweep (repeatable)")
     p.add_argument("--variants", help="comma-separated variant numbers, 'default' for no record "
                                       "(default: every sampled variant)")
-    p.add_argument("--mode", choices=("one-at-a-time", "cross"), default="one-at-a-time",
+    p.add_argument("--mode", choices=sweep.MODES, default="one-at-a-time",
                    help="with several workloads: vary one at a time, the others at their "
                         "active record (default), or build their cross product")
     p.add_argument("--max-builds", type=_positive, default=16,
@@ -481,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select-fastest", action="store_true",
                    help="make the fastest variant(s) the active record; without it the active "
                         "records are restored as they were")
-    p.add_argument("--by", choices=("latency", "workload"), default="latency",
+    p.add_argument("--by", choices=sweep.CRITERIA, default="latency",
                    help="fastest by end-to-end median latency (default), or by the swept "
                         "workloads' median time (steadier on a busy machine)")
     p.add_argument("--runs", type=_positive, default=10, help="timed runs per variant (default 10)")

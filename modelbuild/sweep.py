@@ -13,10 +13,9 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from rich.console import Console
 from rich import box
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -53,8 +52,8 @@ def label(step: Step, workloads, short: bool = False) -> str:
     text = {w: "default" if k is None else str(k) for w, k in step.items()}
     if len(workloads) == 1:
         return text[workloads[0]]
-    return (" " if short else ", ").join(f"{f'W{i}' if short else w}={text[w]}"
-                     for i, w in enumerate(workloads, 1) if w in step)
+    names = {w: f"W{i}" if short else w for i, w in enumerate(workloads, 1)}
+    return (" " if short else ", ").join(f"{names[w]}={text[w]}" for w in workloads if w in step)
 
 
 def legend(workloads) -> str:
