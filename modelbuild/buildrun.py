@@ -13,10 +13,6 @@ from dataclasses import dataclass
 
 from .layout import Project
 
-# Written by each doit run when the content-addressed cache is on (reset at the
-# start of the run): one line per event, "hit|miss|corrupt <kind> <key>".
-CACHE_EVENTS = ".cache-events"
-
 
 @dataclass(frozen=True)
 class BuildRun:
@@ -35,11 +31,11 @@ class BuildRun:
 
 
 def cache_hits(project: Project) -> int | None:
-    try:
-        text = (project.build_dir / CACHE_EVENTS).read_text()
-    except FileNotFoundError:
-        return None
-    return sum(1 for line in text.splitlines() if line.split(" ", 1)[0] == "hit")
+    """Cache hits of the last doit run (build/.cache-events), None when it logged none."""
+    from . import cache
+
+    counts = cache.last_run(project)
+    return None if counts is None else counts["hit"]
 
 
 def build(project: Project, model: str, target: str = "llvm") -> BuildRun:
