@@ -123,7 +123,7 @@ class ModelbuildReporter(ConsoleReporter):
         if self.runtime_errors:
             self.write("Execution aborted.\n" + "\n".join(self.runtime_errors) + "\n")
         elapsed = time.perf_counter() - self.t0
-        parts = [f"{self.ran[k]} {k}" for k in _KINDS if self.ran[k]]
+        parts = [f"{self.ran[k]} {k}" for k in (*_KINDS, "bench") if self.ran[k]]
         failed = bool(self.failures or self.runtime_errors)
         ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed
                                                          else "nothing to rebuild")
