@@ -180,17 +180,3 @@ def corrupt_entries(project: Project) -> list[str]:
         return []
     return [f"{p[1]}/{p[2]}" for p in (ln.split(" ") for ln in lines)
             if len(p) == 3 and p[0] == "corrupt"]
-
-
-def parse_size(text: str) -> int:
-    """'500M', '2G', '1024' -> bytes."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
-    try:
-        value = float(number)
-    except ValueError:
-        raise ValueError(f"not a size: '{text}' (examples: 500M, 2G, 1048576)") from None
-    if value < 0:
-        raise ValueError(f"not a size: '{text}' (must not be negative)")
-    return int(value * units[unit])

@@ -18,6 +18,7 @@ from rich.table import Table
 from . import records, targets
 from .errors import BuildError
 from .layout import Project
+from .units import format_size, parse_size
 
 console = Console(highlight=False, soft_wrap=True)  # paths stay whole
 
@@ -248,14 +249,6 @@ def cmd_why(args) -> int:
     return 0
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def cmd_cache(args) -> int:
     from . import cache
 
@@ -263,18 +256,18 @@ def cmd_cache(args) -> int:
     store = cache.Cache.of(project)
     if args.action == "clear":
         count, size = store.clear()
-        console.print(f"cache {store.root}: removed {count} entries ({_size(size)})")
+        console.print(f"cache {store.root}: removed {count} entries ({format_size(size)})")
         return 0
     if args.action == "prune":
         if args.max_size is None:
             raise BuildError("cache prune needs --max-size", hint="e.g. --max-size 500M")
         try:
-            limit = cache.parse_size(args.max_size)
+            limit = parse_size(args.max_size)
         except ValueError as err:
             raise BuildError(str(err)) from None
         count, size = store.prune(limit)
         console.print(f"cache {store.root}: removed {count} least recently used entries "
-                      f"({_size(size)}); limit {_size(limit)}")
+                      f"({format_size(size)}); limit {format_size(limit)}")
         return 0
     entries = store.entries()
     kinds: dict[str, list[int]] = {}
@@ -288,9 +281,9 @@ def cmd_cache(args) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    console.print(f"cache {stats['location']}: {stats['entries']} entries, {_size(stats['bytes'])}")
+    console.print(f"cache {stats['location']}: {stats['entries']} entries, {format_size(stats['bytes'])}")
     for kind, info in stats["kinds"].items():
-        console.print(f"  {kind}: {info['entries']} entries, {_size(info['bytes'])}")
+        console.print(f"  {kind}: {info['entries']} entries, {format_size(info['bytes'])}")
     if last is None:
         console.print("last build: no record of one in this project")
     else:

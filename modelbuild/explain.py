@@ -23,6 +23,7 @@ from . import inspect_records
 from .errors import BuildError
 from .layout import ModelLayout
 from .manifest import Manifest, Operator
+from .units import format_size
 
 # -- reports ---------------------------------------------------------------------
 
@@ -245,7 +246,7 @@ def render_workload(console: Console, report: dict, root: Path) -> None:
     for a in report["artifacts"]:
         where = _relative(a["path"], root)
         if a["built"]:
-            console.print(escape(f"  {a['kind']:<12}  {where}  {_size(a['size'])}  "
+            console.print(escape(f"  {a['kind']:<12}  {where}  {format_size(a['size'])}  "
                                  f"sha256 {a['sha256']}"))
         else:
             console.print(escape(f"  {a['kind']:<12}  {where}  not built"))
@@ -271,9 +272,3 @@ def render_node(console: Console, report: dict) -> None:
     console.print(f"  more: python -m modelbuild explain {report['model']} {report['workload']}")
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return str(n)

@@ -64,6 +64,15 @@ class Project:
         return {p.name: p.read_bytes() for p in sorted((self.root / "build" / model / "objects").glob("*.o"))}
 
 
+def cli(project, *args, check=True) -> subprocess.CompletedProcess:
+    """`python -m modelbuild ARGS` in the project; raises with its output when it fails."""
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", *args], cwd=project.root,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"modelbuild {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
 def make_project(root: Path, models: dict) -> Project:
     """A project directory with the repo's dodo.py and the given models.
 

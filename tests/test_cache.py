@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from conftest import (assert_close, make_project, model_inputs, reference_output,
                       run_library, sha256)
 from modelbuild import cache, records
@@ -135,9 +133,3 @@ def test_cache_prune_and_clear(tiny_copy):
     assert _stats(tiny_copy)["entries"] == 0
     # An emptied cache costs nothing on a no-op: outputs are checked against their stamps.
     assert tiny_copy.doit("build:tiny").ran == set()
-
-
-@pytest.mark.parametrize("text, expected", [("500M", 500 << 20), ("2G", 2 << 30), ("1024", 1024),
-                                            ("1.5KiB", 1536)])
-def test_parse_size(text, expected):
-    assert cache.parse_size(text) == expected

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import (assert_close, make_project, model_inputs, reference_output, run_library,
+from conftest import (cli, assert_close, make_project, model_inputs, reference_output, run_library,
                       tiny_conv_workload)
 from onnx_models import tiny_model
-
-
-def cli(project, *args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "modelbuild", *args], cwd=project.root,
-                          capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"modelbuild {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
-    return proc
 
 
 def snapshot(folder):

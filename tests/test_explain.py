@@ -11,19 +11,11 @@ from pathlib import Path
 import onnx
 import pytest
 
-from conftest import make_project, sha256
+from conftest import cli, make_project, sha256
 from modelbuild import explain, manifest
 from modelbuild.errors import BuildError
 from modelbuild.layout import Project
 from onnx_models import provenance_model, tiny_model
-
-
-def cli(project, *args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "modelbuild", *args], cwd=project.root,
-                          capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"modelbuild {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
-    return proc
 
 
 def explain_json(project, *args) -> dict:
