@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import target_cpu
+from . import target_cpu, target_cuda
 from .errors import BuildError
 
 
@@ -82,6 +82,13 @@ register(TargetSpec(
 register(TargetSpec(
     "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
     records_from=("c", "llvm"), emit=target_cpu.compile_c_source))
+register(TargetSpec(
+    "cuda", {"kind": "cuda", "host": {"kind": "llvm"}},
+    "NVIDIA GPU: kernels compiled by nvcc, host code through LLVM",
+    records_from=("cuda",), configure=target_cuda.configure,
+    default_schedule=target_cuda.default_schedule, emit=target_cuda.emit,
+    pack_graph_imports=target_cuda.pack_graph_imports, link=target_cuda.link,
+    artifact_suffix=".cuda.tar", sources=("target_cuda.py", "libblob.py")))
 
 DEFAULT_TARGET = "llvm"
 
