@@ -4,8 +4,9 @@
   driver, a TVM with its CUDA runtime and the CUDA toolkit's ``nvcc``;
   otherwise the build stops before anything runs, naming what is missing.
   ``MODELBUILD_CUDA_ARCH=sm_XX`` cross-compiles for that architecture instead
-  (only ``nvcc`` needed, the library cannot run here). The architecture and
-  the nvcc version become part of the target's key.
+  (only ``nvcc`` needed, the library cannot run here). The GPU's architecture
+  and limits (as TVM detects them; CROSS_DEVICE when cross-compiling) and the
+  nvcc version become part of the target's key.
 - default schedule: what ``tvm.compile``'s CUDA pipeline runs after fusion
   (DLight's default GPU schedules), for workloads without a record.
 - codegen: TVM compiles the workload to host code (an LLVM object) and a CUDA
@@ -90,16 +91,30 @@ def _driver():
         return None
 
 
-def _gpu_arch(driver) -> str | None:
-    """The compute capability of GPU 0 as ``sm_XY``, from the driver API."""
-    major, minor, device = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+# What TVM asks a CUDA device for (tvm.backend.cuda's target detection), by CUdevice_attribute.
+_DEVICE_ATTRIBUTES = {"max_threads_per_block": 1, "max_shared_memory_per_block": 8,
+                      "thread_warp_size": 10}
+# For cross-compiling: the limits every architecture nvcc still supports has.
+CROSS_DEVICE = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152,
+                "thread_warp_size": 32}
+
+
+def _gpu(driver) -> dict | None:
+    """GPU 0 as TVM would detect it (``arch`` = ``sm_XY`` and its limits), from the driver API."""
+    device = ctypes.c_int()
     if driver.cuInit(0) != 0 or driver.cuDeviceGet(ctypes.byref(device), 0) != 0:
         return None
-    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
-    if (driver.cuDeviceGetAttribute(ctypes.byref(major), 75, device) != 0
-            or driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) != 0):
+
+    def attribute(number: int) -> int | None:
+        value = ctypes.c_int()
+        ok = driver.cuDeviceGetAttribute(ctypes.byref(value), number, device) == 0
+        return value.value if ok else None
+
+    found = {name: attribute(number) for name, number in _DEVICE_ATTRIBUTES.items()}
+    major, minor = attribute(75), attribute(76)  # COMPUTE_CAPABILITY_MAJOR / _MINOR
+    if major is None or minor is None or None in found.values():
         return None
-    return f"sm_{major.value}{minor.value}"
+    return {"arch": f"sm_{major}{minor}", **found}
 
 
 def configure(spec):
@@ -107,13 +122,14 @@ def configure(spec):
     everything that is missing. Cheap, and without TVM: it runs when doit loads the tasks."""
     arch = os.environ.get(ARCH_ENV, "").strip()
     nvcc = find_nvcc()
-    missing = []
+    missing, device = [], None
     if nvcc is None:
         missing.append("the CUDA toolkit: no `nvcc` on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin")
     if arch:
         if not _ARCH.fullmatch(arch):
             raise BuildError(f"{ARCH_ENV}={arch!r} is not a CUDA architecture",
                              hint=f"write it as nvcc does, e.g. {ARCH_ENV}=sm_80")
+        device = {**CROSS_DEVICE, "arch": arch}
     else:
         driver = _driver()
         if not glob.glob("/dev/nvidia[0-9]*"):
@@ -125,9 +141,9 @@ def configure(spec):
             missing.append("a TVM built with CUDA: the installed TVM has no CUDA runtime "
                            "(tvm/lib/libtvm_runtime_cuda.so)")
         if not missing:
-            arch = _gpu_arch(driver) or ""
-            if not arch:
-                missing.append("a usable GPU: the driver does not report GPU 0's compute capability")
+            device = _gpu(driver)
+            if device is None:
+                missing.append("a usable GPU: the driver does not describe GPU 0")
     if missing:
         raise BuildError(
             "target 'cuda' cannot build on this machine, which lacks:\n    - "
@@ -135,7 +151,7 @@ def configure(spec):
             hint="build for the CPU instead: `doit build:<model> target=llvm` (or target=c); "
                  f"to cross-compile the CUDA kernels without a GPU, set {ARCH_ENV}=sm_80 "
                  "(or another architecture; needs nvcc)")
-    return dataclasses.replace(spec, tvm_target={**spec.tvm_target, "arch": arch},
+    return dataclasses.replace(spec, tvm_target={**spec.tvm_target, **device},
                                toolchain=f"nvcc {_nvcc_version(nvcc)}")
 
 

@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from conftest import assert_close, load_library, make_project, model_inputs, run_library, sha256
-from modelbuild import libblob, manifest, target_cuda, targets
+from conftest import (assert_close, load_library, make_project, model_inputs, run_library, sha256,
+                      tiny_conv_workload)
+from modelbuild import libblob, manifest, records, sampling, target_cuda, targets
 from modelbuild.errors import BuildError
 from onnx_models import randomized_light, tiny_model
 
@@ -125,7 +126,7 @@ def _library_blob(path, tmp_path) -> libblob.Blob:
     """The import blob the dynamic loader finds in the library (a fresh copy: see load_library)."""
     import tvm  # noqa: F401  (loads libtvm_ffi, which the library links against)
 
-    copy = tmp_path / "inspected.so"
+    copy = tmp_path / f"inspected{len(list(tmp_path.glob('inspected*.so')))}.so"  # never rewrite a loaded file
     shutil.copyfile(path, copy)
     lib = ctypes.CDLL(str(copy), mode=ctypes.RTLD_LOCAL)
     head = ctypes.c_uint64.in_dll(lib, libblob.SYMBOL)
@@ -137,6 +138,8 @@ def test_cuda_cross_compiles_and_keeps_targets_apart(tiny_copy, monkeypatch, tmp
     """Without a GPU, MODELBUILD_CUDA_ARCH builds the library; it cannot run here, so the
     checks are on its content: every workload's kernels, compiled by nvcc, imported by the
     library module next to the graph's executable, as export_library would pack them."""
+    import tvm
+
     x = model_inputs(tiny_copy.root, "tiny")
     expected = run_library(tiny_copy.library("tiny"), x)
     monkeypatch.setenv(target_cuda.ARCH_ENV, "sm_80")
@@ -158,6 +161,16 @@ def test_cuda_cross_compiles_and_keeps_targets_apart(tiny_copy, monkeypatch, tmp
 
     with pytest.raises(Exception, match=r"ffi\.Module\.load_from_bytes\.cuda"):
         load_library(tiny_copy.library("tiny"))  # loads all but the kernels: no CUDA runtime here
+
+    # A record made for cuda (MetaSchedule's GPU design space) replaces the default schedule.
+    workload = tiny_conv_workload(tiny_copy)
+    func = tvm.ir.load_json(tiny_copy.workload_file("tiny", workload).read_text())
+    record = sampling.sample_records(func, workload, targets.resolve("cuda"), 1, model="tiny")[0]
+    records.save(tiny_copy.record("tiny", workload), record)
+    run = tiny_copy.doit("build:tiny", "target=cuda")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert len(_library_blob(tiny_copy.library("tiny"), tmp_path).device_modules()) == len(man.workloads)
+    tiny_copy.record("tiny", workload).unlink()
 
     # Back to llvm: nothing of the cuda build is used, the library computes as before.
     monkeypatch.delenv(target_cuda.ARCH_ENV)
