@@ -1,49 +1,17 @@
-"""codegen: one scheduled workload -> one object file for the target.
+"""codegen: one scheduled workload -> its artifact for the target.
 
-How a compiled workload becomes an object depends on the target (a table,
-keyed by the target's ``emit``): LLVM writes the object itself; the C
-target writes C source that the system compiler turns into an object.
+TVM compiles the workload for the target (``tvm.tirx.build``); how that
+becomes the artifact file is the target entry's ``emit`` hook (targets.py):
+LLVM writes an object itself, the C target's source goes through the system
+C compiler, CUDA's kernels through nvcc.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic, toolchain
+from . import atomic
 from .targets import TargetSpec
-
-
-def _write_object(lib, tmp: Path, _name: str) -> None:
-    lib.write_to_file(str(tmp))
-
-
-# TVM's C codegen defines these in every source file it writes; one library
-# gets one file per workload here, so they must be weak, as LLVM emits them.
-_WEAK = ("void* __tvm_ffi__library_ctx = NULL;",
-         "TVM_DLL int32_t __tvm_ffi_main(")
-
-
-def _compile_c_source(lib, tmp: Path, name: str) -> None:
-    import tvm
-    import tvm_ffi.libinfo
-
-    source = tmp.with_suffix(".c")
-    try:
-        lib.write_to_file(str(source))
-        text = source.read_text()
-        for definition in _WEAK:
-            text = text.replace(definition, "__attribute__((weak)) " + definition)
-        source.write_text(text)
-        includes = [tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
-                    tvm_ffi.libinfo.find_dlpack_include_path()]
-        flat = [p for inc in includes for p in (inc if isinstance(inc, list) else [inc])]
-        toolchain.compile_object(source, tmp, ["-O2", *[f"-I{p}" for p in flat]],
-                                 f"the C source of workload {name}")
-    finally:
-        source.unlink(missing_ok=True)
-
-
-EMITTERS = {"object": _write_object, "c-source": _compile_c_source}
 
 
 def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) -> None:
@@ -54,9 +22,9 @@ def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) 
     func = func.with_attr("global_symbol", name)
     lib = tvm.tirx.build(tvm.IRModule({name: func}),
                          target=tvm.target.Target(target_spec.tvm_target))
-    tmp = atomic.temp_path_for(out_file, suffix=".o")
+    tmp = atomic.temp_path_for(out_file, suffix=target_spec.artifact_suffix)
     try:
-        EMITTERS[target_spec.emit](lib, tmp, name)
+        target_spec.emit(lib, tmp, name, target_spec)
         atomic.commit(tmp, out_file)
     finally:
         tmp.unlink(missing_ok=True)

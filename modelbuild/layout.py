@@ -75,8 +75,9 @@ class ModelLayout:
     def lowered(self, workload: str) -> Path:
         return self.dir / "lowered" / f"{workload}.json"
 
-    def object(self, workload: str) -> Path:
-        return self.dir / "objects" / f"{workload}.o"
+    def object(self, workload: str, suffix: str = ".o") -> Path:
+        """A workload's codegen artifact; ``suffix``: the target's (an object file: .o)."""
+        return self.dir / "objects" / f"{workload}{suffix}"
 
     @property
     def library(self) -> Path:

@@ -1,21 +1,23 @@
-"""link: workload objects + the graph's VM executable objects -> one shared library.
+"""link: workload artifacts + the graph's files -> one shared library.
 
-A plain system-linker call: no TVM import. The library is written to a
-temporary file and renamed, so the last good library survives a failed link.
+How is the target entry's ``link`` hook (targets.py): for CPU targets a plain
+system-linker call over objects; no target imports TVM here. The library is
+written to a temporary file and renamed, so the last good library survives a
+failed link.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic, toolchain
+from . import atomic
+from .targets import TargetSpec
 
 
-def run(objects: list[Path], graph_objects: list[Path], out: Path) -> None:
+def run(artifacts: list[Path], graph_files: list[Path], out: Path, target_spec: TargetSpec) -> None:
     tmp = atomic.temp_path_for(out, suffix=".so")
     try:
-        # The order export_library uses: kernels first, then the packed executable.
-        toolchain.link_shared(tmp, [*objects, *graph_objects], str(out))
+        target_spec.link(artifacts, graph_files, tmp, str(out))
         atomic.commit(tmp, out, executable=True)
     finally:
         tmp.unlink(missing_ok=True)

@@ -2,7 +2,8 @@
 
 The record's trace is applied exactly as ``relax.transform.MetaScheduleApplyDatabase``
 applies it inside ``tvm.compile``: through that pass, over a one-record database.
-No record means TVM's default schedule for the target, applied at codegen.
+No record means the target's default schedule: its entry's ``default_schedule``
+hook (targets.py) if it has one, else TVM's default, applied at codegen.
 """
 
 from __future__ import annotations
@@ -123,4 +124,6 @@ def run(workload_file: Path, record_files: list[Path], out_file: Path, target_sp
     elif present:
         record = checked_record(present[0], func, name, target_spec)
         func = apply_record(func, name, record, tvm.target.Target(target_spec.tvm_target))
+    elif target_spec.default_schedule is not None:
+        func = target_spec.default_schedule(func, name, tvm.target.Target(target_spec.tvm_target))
     atomic.write_text(out_file, tvm.ir.save_json(func))

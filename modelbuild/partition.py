@@ -126,9 +126,10 @@ def workloads_of(fused) -> dict:
     return dict(sorted(funcs.items()))
 
 
-def _capture_objects(executable, out_dir: Path) -> list[str]:
+def _capture_objects(executable, out_dir: Path, fpack_imports=None) -> list[str]:
     """Let export_library write the executable's objects into out_dir, and keep them there
-    instead of linking (returns their names)."""
+    instead of linking (returns their names). ``fpack_imports``: the target's way of
+    packing the executable's imports (None: export_library's object file)."""
     from tvm.support import cc
 
     captured: list[str] = []
@@ -139,16 +140,20 @@ def _capture_objects(executable, out_dir: Path) -> list[str]:
             name = f"graph{i}.o"
             if path.suffix == ".o":
                 os.replace(path, out_dir / name)
-            else:  # a C source module: compile it the way the final link would
+            elif path.suffix in (".c", ".cc", ".cpp"):  # compile it the way the final link would
                 toolchain.compile_object(path, out_dir / name, options, "the graph's C module")
+            else:  # a file of the target's fpack_imports: its link reads it
+                name = f"graph{i}{path.suffix}"
+                os.replace(path, out_dir / name)
             captured.append(name)
 
     keep.get_target_triple = cc.create_shared.get_target_triple
-    executable.export_library(str(out_dir / "graph.so"), fcompile=keep, workspace_dir=str(out_dir))
+    executable.export_library(str(out_dir / "graph.so"), fcompile=keep, workspace_dir=str(out_dir),
+                              fpack_imports=fpack_imports)
     return captured
 
 
-def build_graph(fused, workload_names, target, out_dir: Path) -> list[str]:
+def build_graph(fused, workload_names, target, out_dir: Path, fpack_imports=None) -> list[str]:
     """The VM executable of the graph, as object files in out_dir (returns their names).
 
     Mirrors ``relax.build`` (what ``tvm.compile`` runs) but leaves the workloads
@@ -173,7 +178,7 @@ def build_graph(fused, workload_names, target, out_dir: Path) -> list[str]:
     # model, which makes the same bytes) never sees a half-written object.
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=".graph-") as private:
-        names = _capture_objects(executable, Path(private))
+        names = _capture_objects(executable, Path(private), fpack_imports)
         for name in names:
             atomic.commit(Path(private) / name, out_dir / name)
     for old in out_dir.iterdir():
@@ -215,7 +220,8 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     for old in layout.workloads_dir.glob("*.json"):
         if old.stem not in funcs:
             old.unlink()
-    objects = build_graph(fused, set(funcs), target, layout.graph_dir)
+    objects = build_graph(fused, set(funcs), target, layout.graph_dir,
+                          target_spec.pack_graph_imports)
     traced, error = _provenance(operators, stages, funcs)
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,

@@ -1,30 +1,59 @@
-"""The targets modelbuild can build for, as a table keyed by target name.
+"""The targets modelbuild builds for: a registry keyed by target name, one entry each.
 
-Only plain data here: choosing a target must not import TVM.
+An entry holds everything that differs between targets, as hooks the steps
+call; partition, lower, codegen and link never look at the target's kind:
+
+- ``configure(spec) -> spec``: at load time, before anything runs and without
+  TVM: the entry completed for this machine, or a BuildError naming what the
+  machine lacks (None: nothing to check).
+- ``default_schedule(func, name, tvm_target) -> func``: lower, for a workload
+  without a record (None: TVM's default schedule, applied at codegen).
+- ``emit(lib, tmp, name, spec)``: codegen, the compiled workload (``tvm.tirx.build``
+  of ``tvm_target``) -> its artifact file, named ``<workload><artifact_suffix>``.
+- ``pack_graph_imports``: partition, ``export_library``'s ``fpack_imports`` for
+  the graph's executable (None: TVM packs them into an object file).
+- ``link(artifacts, graph_files, out, what)``: the artifacts and the graph's
+  files -> the shared library, without TVM.
+
+Adding a target is one ``register(TargetSpec(...))``, e.g. in a module listed
+under ``[tool.modelbuild] targets`` in the project's pyproject.toml. Its name,
+``key()`` (TVM target and toolchain) and the code of its ``sources`` are inputs
+of every step, so builds for two targets never share an artifact.
+
+Only plain data and TVM-free code here: choosing a target must not import TVM.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Callable
 
+from . import target_cpu, target_cuda
 from .errors import BuildError
 
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """One build target: its name on the command line and its TVM target dict.
+    """One build target: its name on the command line, its TVM target dict and its hooks.
 
-    ``emit`` names how codegen turns a compiled workload into an object file
-    (see codegen.EMITTERS); ``records_from`` lists the target kinds whose
-    schedule records apply to this target.
+    ``records_from`` lists the target kinds whose schedule records apply to it;
+    ``sources`` the files (relative to modelbuild/, or absolute) whose code
+    decides its outputs; ``toolchain`` what ``configure`` found (part of the key).
     """
 
     name: str
     tvm_target: dict = field(default_factory=dict)
     description: str = ""
-    emit: str = "object"
     records_from: tuple[str, ...] = ()
+    emit: Callable = target_cpu.write_object
+    link: Callable = target_cpu.link_objects
+    default_schedule: Callable | None = None
+    pack_graph_imports: Callable | None = None
+    configure: Callable | None = None
+    artifact_suffix: str = ".o"
+    sources: tuple[str, ...] = ("target_cpu.py",)
+    toolchain: str = ""
 
     @property
     def kind(self) -> str:
@@ -32,27 +61,48 @@ class TargetSpec:
 
     def key(self) -> str:
         """A stable string that changes whenever code for this target would change."""
-        return json.dumps(self.tvm_target, sort_keys=True)
+        if not self.toolchain:
+            return json.dumps(self.tvm_target, sort_keys=True)
+        return json.dumps({"tvm_target": self.tvm_target, "toolchain": self.toolchain}, sort_keys=True)
 
 
-TARGETS: dict[str, TargetSpec] = {
-    "llvm": TargetSpec("llvm", {"kind": "llvm"}, "host CPU through LLVM (default)",
-                       emit="object", records_from=("llvm",)),
-    "c": TargetSpec("c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
-                    emit="c-source", records_from=("c", "llvm")),
-}
+TARGETS: dict[str, TargetSpec] = {}
+
+
+def register(spec: TargetSpec) -> TargetSpec:
+    """Add a target; a name can be registered once."""
+    if spec.name in TARGETS:
+        raise BuildError(f"target '{spec.name}' is already registered")
+    TARGETS[spec.name] = spec
+    return spec
+
+
+register(TargetSpec(
+    "llvm", {"kind": "llvm"}, "host CPU through LLVM (default)", records_from=("llvm",)))
+register(TargetSpec(
+    "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
+    records_from=("c", "llvm"), emit=target_cpu.compile_c_source))
+register(TargetSpec(
+    "cuda", {"kind": "cuda", "host": {"kind": "llvm"}},
+    "NVIDIA GPU: kernels compiled by nvcc, host code through LLVM",
+    records_from=("cuda",), configure=target_cuda.configure,
+    default_schedule=target_cuda.default_schedule, emit=target_cuda.emit,
+    pack_graph_imports=target_cuda.pack_graph_imports, link=target_cuda.link,
+    artifact_suffix=".cuda.tar", sources=("target_cuda.py", "libblob.py")))
 
 DEFAULT_TARGET = "llvm"
 
 
 def resolve(name: str | None) -> TargetSpec:
-    """The target called ``name``; a clear error for one modelbuild cannot build."""
+    """The target called ``name``, configured for this machine; a clear error for one
+    modelbuild does not know or this machine cannot build."""
     name = name or DEFAULT_TARGET
     try:
-        return TARGETS[name]
+        spec = TARGETS[name]
     except KeyError:
         known = ", ".join(sorted(TARGETS))
         raise BuildError(
             f"unsupported target '{name}'",
             hint=f"modelbuild builds for: {known} (choose with `doit build:<model> target=NAME`)",
         ) from None
+    return spec.configure(spec) if spec.configure else spec

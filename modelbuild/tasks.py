@@ -46,12 +46,14 @@ DOCS = {
 
 # The modelbuild modules whose code decides each step's output: editing one
 # reruns that step (the build tool's own version is an input, as in Bazel).
+# The target's own hooks (its entry's ``sources``) are added to every step.
 STEP_SOURCES = {
     "partition": ("partition.py", "provenance.py", "manifest.py", "workloads.py", "toolchain.py",
-                  "models.py"),
-    "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py", "fingerprint.py"),
+                  "models.py", "targets.py"),
+    "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py", "fingerprint.py",
+              "targets.py"),
     "codegen": ("codegen.py", "toolchain.py", "targets.py", "fingerprint.py"),
-    "link": ("link.py", "toolchain.py"),
+    "link": ("link.py", "toolchain.py", "targets.py"),
 }
 
 
@@ -109,7 +111,7 @@ class Context:
 
     def config_for(self, step: str) -> dict:
         """The config of one kind of step, including the digest of the code that runs it."""
-        return {**self.config, "code": _code_digest(STEP_SOURCES[step])}
+        return {**self.config, "code": _code_digest(STEP_SOURCES[step] + self.target.sources)}
 
 
 def _subtask(basename: str, name: str, **fields) -> Task:
@@ -156,26 +158,27 @@ def unit_tasks(ctx: Context, model: str):
             uptodate=[Uptodate(lowered)],
             clean=[_clean_with_stamp],
         )
-        compiled = Step(f"codegen:{model}/{w.name}", "object", cache, layout.object(w.name),
+        artifact = layout.object(w.name, ctx.target.artifact_suffix)
+        compiled = Step(f"codegen:{model}/{w.name}", "object", cache, artifact,
                         functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
                                           layout.lowered(w.name), w.name))
         yield _subtask(
             "codegen", f"{model}/{w.name}",
             doc=f"compile {w.name} for {ctx.target.name}",
             actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
-                             layout.object(w.name), ctx.target, w.name])],
+                             artifact, ctx.target, w.name])],
             task_dep=[f"lower:{model}/{w.name}"],
-            targets=[str(layout.object(w.name))],
+            targets=[str(artifact)],
             uptodate=[Uptodate(compiled)],
             clean=[_clean_with_stamp],
         )
-        objects.append(layout.object(w.name))
+        objects.append(artifact)
     graph = [layout.graph_dir / name for name in man.graph_objects]
     link_config = link_config_of(ctx)
     yield _subtask(
         "link", model,
         doc=f"link {layout.library}",
-        actions=[(step, [link.run, objects, graph, layout.library]),
+        actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
                  (fingerprint.write_stamp, [layout.library, link_config, None])],
         file_dep=[str(p) for p in [*objects, *graph]],
         targets=[str(layout.library)],

@@ -196,6 +196,7 @@ def _explain(project: Project, model: str, target_name: str | None) -> list[Verd
         return verdicts
 
     store = Cache(Cache.of(project).root)  # read only: no event log
+    suffix = ctx.target.artifact_suffix
     objects_change = 0
     for w in man.workloads:
         records = [layout.record(w.name), layout.python_record(w.name)]
@@ -217,7 +218,7 @@ def _explain(project: Project, model: str, target_name: str | None) -> list[Verd
                 if exists:
                     why_lower.append("its cache entry is corrupt: rebuilt")
                 verdicts.append(Verdict(lower_task, RUN, why_lower))
-                old_cg = (fingerprint.read_stamp(layout.object(w.name)) or {}).get("inputs", {})
+                old_cg = (fingerprint.read_stamp(layout.object(w.name, suffix)) or {}).get("inputs", {})
                 verdicts.append(Verdict(f"codegen:{model}/{w.name}", RUN,
                                         [f"upstream output changed ({lower_task} will run)",
                                          *config_changes(old_cg.get("config"),
@@ -227,7 +228,7 @@ def _explain(project: Project, model: str, target_name: str | None) -> list[Verd
             verdicts.append(Verdict(lower_task, RESTORE, why_lower))
             lowered_digest = digest(payload)
             upstream = f"{lower_task} restored from the cache"
-        obj = layout.object(w.name)
+        obj = layout.object(w.name, suffix)
         cg_in = fingerprint.codegen_inputs(ctx.config_for("codegen"), lowered, w.name,
                                            lowered_digest)
         if fingerprint.is_current(obj, cg_in):

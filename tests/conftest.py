@@ -105,11 +105,28 @@ def model_inputs(project_root: Path, model: str, seed: int = 0) -> list[np.ndarr
     return [rng.standard_normal(shape).astype(dtype) for _, shape, dtype in man.inputs]
 
 
+def load_library(path) -> "tvm.runtime.Module":
+    """The library at ``path`` as it is now: loaded from a private copy, because the
+    dynamic loader hands back the library it already loaded from the same path, even
+    after a rebuild replaced the file (a test comparing two builds would compare one)."""
+    import tempfile
+
+    import tvm
+
+    fd, copy = tempfile.mkstemp(prefix="lib-", suffix=".so")
+    os.close(fd)
+    try:
+        shutil.copyfile(path, copy)
+        return tvm.runtime.load_module(copy)
+    finally:
+        os.unlink(copy)  # the loader keeps its mapping
+
+
 def run_library(lib_or_path, inputs: list[np.ndarray]) -> np.ndarray:
     import tvm
     from tvm import relax
 
-    lib = tvm.runtime.load_module(str(lib_or_path)) if isinstance(lib_or_path, (str, Path)) else lib_or_path
+    lib = load_library(lib_or_path) if isinstance(lib_or_path, (str, Path)) else lib_or_path
     vm = relax.VirtualMachine(lib, tvm.cpu())
     out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
     return out.numpy()

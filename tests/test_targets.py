@@ -1,17 +1,31 @@
-"""Targets: a table of what modelbuild builds for; the target is an input of every step."""
+"""Targets: a registry of what modelbuild builds for; the target is an input of every step."""
+
+import ctypes
+import glob
+import shutil
 
 import pytest
 
-from conftest import assert_close, model_inputs, run_library
-from modelbuild import manifest, targets
+from conftest import (assert_close, load_library, make_project, model_inputs, run_library, sha256,
+                      tiny_conv_workload)
+from modelbuild import libblob, manifest, records, sampling, target_cuda, targets
 from modelbuild.errors import BuildError
+from onnx_models import randomized_light, tiny_model
+
+HAS_GPU = bool(glob.glob("/dev/nvidia[0-9]*"))
+HAS_NVCC = target_cuda.find_nvcc() is not None
 
 
 def test_unknown_target_lists_the_known_ones():
     with pytest.raises(BuildError) as info:
-        targets.resolve("cuda")
-    assert "unsupported target 'cuda'" in str(info.value)
-    assert "c, llvm" in str(info.value)
+        targets.resolve("nosuch")
+    assert "unsupported target 'nosuch'" in str(info.value)
+    assert "c, cuda, llvm" in str(info.value)
+
+
+def test_a_name_is_registered_once():
+    with pytest.raises(BuildError, match="already registered"):
+        targets.register(targets.TargetSpec("llvm", {"kind": "llvm"}))
 
 
 def test_changing_the_target_reruns_every_step_and_builds_for_it(tiny_copy):
@@ -31,3 +45,144 @@ def test_changing_the_target_reruns_every_step_and_builds_for_it(tiny_copy):
     back = tiny_copy.doit("build:tiny")
     assert {"partition:tiny", "link:tiny"} <= back.ran
     assert_close(run_library(tiny_copy.library("tiny"), x), expected, rel=0)
+
+
+def test_resnet50_for_c_equals_llvm(tmp_path):
+    """The issue's check: the C codegen and LLVM builds of resnet50 compute the same
+    (random weights, so that a wrong kernel shows)."""
+    project = make_project(tmp_path / "p", {"resnet50": randomized_light("resnet50")})
+    project.doit("-n", "2", "build:resnet50")
+    x = model_inputs(project.root, "resnet50")
+    llvm_out, llvm_lib = run_library(project.library("resnet50"), x), sha256(project.library("resnet50"))
+    project.doit("-n", "2", "build:resnet50", "target=c")
+    c_out = run_library(project.library("resnet50"), x)
+    assert sha256(project.library("resnet50")) != llvm_lib
+    assert float(llvm_out.std()) > 0
+    assert_close(c_out, llvm_out)
+
+
+# -- a new target is one registry entry ---------------------------------------------------
+
+PLUGIN = '''
+from modelbuild.targets import TargetSpec, register
+
+# LLVM for a baseline x86-64 CPU: a target of its own, defined outside modelbuild.
+register(TargetSpec("llvm-baseline", {"kind": "llvm", "mcpu": "x86-64"},
+                    "x86-64 without newer instruction sets", records_from=("llvm",)))
+'''
+
+
+def test_a_target_registered_in_the_project_builds(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    with open(project.root / "dodo.py", "a") as dodo:
+        dodo.write(PLUGIN)
+    project.doit("build:tiny")
+    x = model_inputs(project.root, "tiny")
+    expected = run_library(project.library("tiny"), x)
+    run = project.doit("build:tiny", "target=llvm-baseline")
+    assert "link:tiny" in run.ran and len(run.ran_kind("codegen")) > 0
+    assert_close(run_library(project.library("tiny"), x), expected)
+
+
+# -- cuda -----------------------------------------------------------------------------------
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_cuda_fails_clearly_here(tiny_project, monkeypatch):
+    monkeypatch.delenv(target_cuda.ARCH_ENV, raising=False)
+    run = tiny_project.doit("build:tiny", "target=cuda", check=False)
+    assert run.returncode != 0
+    assert "target 'cuda' cannot build on this machine" in run.output
+    assert "no /dev/nvidia* device" in run.output  # names what is missing ...
+    assert "target=llvm" in run.output and target_cuda.ARCH_ENV in run.output  # ... and what to do
+    assert "Traceback" not in run.output
+    assert not (tiny_project.root / "build" / "tiny").exists()  # nothing built, nothing to reuse
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_cuda_failure_keeps_the_last_library(tiny_copy, monkeypatch):
+    monkeypatch.delenv(target_cuda.ARCH_ENV, raising=False)
+    before = sha256(tiny_copy.library("tiny"))
+    run = tiny_copy.doit("build:tiny", "target=cuda", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert sha256(tiny_copy.library("tiny")) == before
+    assert not list((tiny_copy.root / "build" / "tiny" / "objects").glob("*.cuda.tar"))
+
+
+def test_cuda_names_a_missing_toolkit(monkeypatch):
+    monkeypatch.setenv(target_cuda.ARCH_ENV, "sm_80")
+    monkeypatch.setattr(target_cuda, "find_nvcc", lambda: None)
+    with pytest.raises(BuildError) as info:
+        targets.resolve("cuda")
+    assert "the CUDA toolkit: no `nvcc`" in str(info.value)
+
+
+def test_cuda_refuses_a_malformed_architecture(monkeypatch):
+    monkeypatch.setenv(target_cuda.ARCH_ENV, "80")
+    with pytest.raises(BuildError, match="is not a CUDA architecture"):
+        targets.resolve("cuda")
+
+
+def _library_blob(path, tmp_path) -> libblob.Blob:
+    """The import blob the dynamic loader finds in the library (a fresh copy: see load_library)."""
+    import tvm  # noqa: F401  (loads libtvm_ffi, which the library links against)
+
+    copy = tmp_path / f"inspected{len(list(tmp_path.glob('inspected*.so')))}.so"  # never rewrite a loaded file
+    shutil.copyfile(path, copy)
+    lib = ctypes.CDLL(str(copy), mode=ctypes.RTLD_LOCAL)
+    head = ctypes.c_uint64.in_dll(lib, libblob.SYMBOL)
+    return libblob.parse(ctypes.string_at(ctypes.addressof(head), head.value + 8))
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="no nvcc")
+def test_cuda_cross_compiles_and_keeps_targets_apart(tiny_copy, monkeypatch, tmp_path):
+    """Without a GPU, MODELBUILD_CUDA_ARCH builds the library; it cannot run here, so the
+    checks are on its content: every workload's kernels, compiled by nvcc, imported by the
+    library module next to the graph's executable, as export_library would pack them."""
+    import tvm
+
+    x = model_inputs(tiny_copy.root, "tiny")
+    expected = run_library(tiny_copy.library("tiny"), x)
+    monkeypatch.setenv(target_cuda.ARCH_ENV, "sm_80")
+    run = tiny_copy.doit("build:tiny", "target=cuda")
+    man = manifest.read(tiny_copy.root / "build/tiny/partition/manifest.msgpack")
+    assert run.ran_kind("codegen") == {f"codegen:tiny/{w.name}" for w in man.workloads}
+
+    blob = _library_blob(tiny_copy.library("tiny"), tmp_path)
+    assert blob.modules[0][0] == "relax.VMExecutable"
+    assert blob.children[0] == [blob.lib_index()]
+    devices = blob.device_modules()
+    assert [kind for kind, _ in devices] == ["cuda"] * len(man.workloads)
+    for _, payload in devices:
+        fmt, rest = libblob.split_string(payload)
+        assert fmt == "fatbin" and b"\x50\xed\x55\xba" in rest  # nvcc's fatbin magic
+    kernels = b"".join(payload for _, payload in devices)
+    for w in man.workloads:
+        assert f"{w.name}_kernel".encode() in kernels
+
+    with pytest.raises(Exception, match=r"ffi\.Module\.load_from_bytes\.cuda"):
+        load_library(tiny_copy.library("tiny"))  # loads all but the kernels: no CUDA runtime here
+
+    # A record made for cuda (MetaSchedule's GPU design space) replaces the default schedule.
+    workload = tiny_conv_workload(tiny_copy)
+    func = tvm.ir.load_json(tiny_copy.workload_file("tiny", workload).read_text())
+    record = sampling.sample_records(func, workload, targets.resolve("cuda"), 1, model="tiny")[0]
+    records.save(tiny_copy.record("tiny", workload), record)
+    run = tiny_copy.doit("build:tiny", "target=cuda")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert len(_library_blob(tiny_copy.library("tiny"), tmp_path).device_modules()) == len(man.workloads)
+    tiny_copy.record("tiny", workload).unlink()
+
+    # Back to llvm: nothing of the cuda build is used, the library computes as before.
+    monkeypatch.delenv(target_cuda.ARCH_ENV)
+    back = tiny_copy.doit("build:tiny")
+    assert "link:tiny" in back.ran
+    assert_close(run_library(tiny_copy.library("tiny"), x), expected, rel=0)
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="no nvcc")
+def test_cuda_arch_is_part_of_the_key(monkeypatch):
+    monkeypatch.setenv(target_cuda.ARCH_ENV, "sm_80")
+    a = targets.resolve("cuda")
+    monkeypatch.setenv(target_cuda.ARCH_ENV, "sm_90")
+    b = targets.resolve("cuda")
+    assert a.key() != b.key() and "sm_80" in a.key() and "nvcc" in a.key()

@@ -1,0 +1,50 @@
+"""Hooks of the host CPU targets (``llvm``, ``c``): see targets.py for what each hook does.
+
+A CPU workload needs no default schedule of its own (TVM's default applies at
+codegen) and its artifact is a plain object file; the graph's executable is
+packed by ``export_library`` into an object too, so link is one system-linker
+call over all of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import toolchain
+
+
+def write_object(lib, tmp: Path, _name: str, _target) -> None:
+    """LLVM writes the object file itself."""
+    lib.write_to_file(str(tmp))
+
+
+# TVM's C codegen defines these in every source file it writes; one library
+# gets one file per workload here, so they must be weak, as LLVM emits them.
+_WEAK = ("void* __tvm_ffi__library_ctx = NULL;",
+         "TVM_DLL int32_t __tvm_ffi_main(")
+
+
+def compile_c_source(lib, tmp: Path, name: str, _target) -> None:
+    """TVM's C codegen writes C source; the system C compiler makes the object."""
+    import tvm
+    import tvm_ffi.libinfo
+
+    source = tmp.with_suffix(".c")
+    try:
+        lib.write_to_file(str(source))
+        text = source.read_text()
+        for definition in _WEAK:
+            text = text.replace(definition, "__attribute__((weak)) " + definition)
+        source.write_text(text)
+        includes = [tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
+                    tvm_ffi.libinfo.find_dlpack_include_path()]
+        flat = [p for inc in includes for p in (inc if isinstance(inc, list) else [inc])]
+        toolchain.compile_object(source, tmp, ["-O2", *[f"-I{p}" for p in flat]],
+                                 f"the C source of workload {name}")
+    finally:
+        source.unlink(missing_ok=True)
+
+
+def link_objects(artifacts: list[Path], graph: list[Path], out: Path, what: str) -> None:
+    """``export_library``'s order: kernels first, then the packed executable."""
+    toolchain.link_shared(out, [*artifacts, *graph], what)
