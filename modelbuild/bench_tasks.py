@@ -15,19 +15,6 @@ from . import tasks
 from .layout import Project
 
 
-def _step(fn, *args):
-    """Run ``fn``; a BuildError becomes a clean task failure (no traceback)."""
-    from doit.exceptions import TaskFailed
-
-    from .errors import BuildError
-
-    try:
-        fn(*args)
-    except BuildError as err:
-        return TaskFailed(str(err))
-    return None
-
-
 def run(project: Project, model: str, target: str, runs: int, warmup: int) -> None:
     from rich.console import Console
 
@@ -54,23 +41,11 @@ def run(project: Project, model: str, target: str, runs: int, warmup: int) -> No
 
 def _int_var(name: str, default: int, minimum: int) -> int:
     from doit import get_var
-    from doit.exceptions import InvalidDodoFile
 
     text = get_var(name, str(default))
     if not text.isdigit() or int(text) < minimum:
-        raise InvalidDodoFile(f"error: {name}={text}: expected a whole number >= {minimum}")
+        raise tasks.invalid(f"{name}={text}: expected a whole number >= {minimum}")
     return int(text)
-
-
-def _check_requested(argv: list[str], models) -> None:
-    from doit.exceptions import InvalidDodoFile
-
-    for arg in argv:
-        base, sep, model = arg.partition(":")
-        if base == "bench" and sep and model not in models:
-            known = ", ".join(models) or "(none)"
-            raise InvalidDodoFile(f"error: unknown model '{model}' in '{arg}'. "
-                                  f"Known models: {known}.")
 
 
 def bench_task(ctx, model: str, runs: int, warmup: int) -> Task:
@@ -78,7 +53,7 @@ def bench_task(ctx, model: str, runs: int, warmup: int) -> Task:
     task = dict_to_task({
         "name": f"bench:{model}",
         "doc": f"benchmark {layout.library}",
-        "actions": [(_step, [run, ctx.project, model, ctx.target.name, runs, warmup])],
+        "actions": [(tasks.step, [run, ctx.project, model, ctx.target.name, runs, warmup])],
         "task_dep": [f"build:{model}"],
         "file_dep": [str(layout.library)],
         "uptodate": [False],
@@ -91,7 +66,7 @@ def bench_task(ctx, model: str, runs: int, warmup: int) -> Task:
 def task_bench():
     """Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> build/<model>/bench.json."""
     ctx = tasks.context()
-    _check_requested(sys.argv[1:], ctx.models)
+    tasks.check_requested(sys.argv[1:], ctx, ("bench",))
     runs, warmup = _int_var("runs", 10, 1), _int_var("warmup", 2, 0)
     yield {"basename": "bench", "name": None, "doc": task_bench.__doc__,
            "task_dep": [f"bench:{m}" for m in ctx.models]}

@@ -237,7 +237,6 @@ def task__mode():
 @functools.lru_cache(maxsize=None)
 def context(root: Path | None = None, target: str | None = None) -> Context:
     from doit import get_var
-    from doit.exceptions import InvalidDodoFile
 
     from . import models, targets
 
@@ -246,23 +245,28 @@ def context(root: Path | None = None, target: str | None = None) -> Context:
         found = models.discover(project.models_dir)
         spec = targets.resolve(target or get_var("target", None))
     except BuildError as err:
-        raise InvalidDodoFile(str(err)) from None
+        raise invalid(str(err)) from None
     return Context(project, found, spec)
 
 
-def check_requested(argv: list[str], ctx: Context) -> None:
-    """Name an unknown model clearly, instead of doit's generic 'invalid parameter'."""
+def invalid(message: str):
+    """A load-time error for doit to print (it prefixes "ERROR: " itself)."""
     from doit.exceptions import InvalidDodoFile
 
+    return InvalidDodoFile(message.removeprefix("error: "))
+
+
+def check_requested(argv: list[str], ctx: Context, basenames=_BASENAMES) -> None:
+    """Name an unknown model clearly, instead of doit's generic 'invalid parameter'."""
     for arg in argv:
         base, sep, rest = arg.partition(":")
-        if not sep or base not in _BASENAMES or arg.startswith("-"):
+        if not sep or base not in basenames or arg.startswith("-"):
             continue
         model = rest.split("/", 1)[0]
         if model not in ctx.models:
             known = ", ".join(ctx.models) or "(none)"
-            raise InvalidDodoFile(
-                f"error: unknown model '{model}' in '{arg}'. Known models: {known}.\n"
+            raise invalid(
+                f"unknown model '{model}' in '{arg}'. Known models: {known}.\n"
                 f"  hint: declare it in models/{model}.toml, or drop models/{model}.onnx "
                 "into the project")
 
