@@ -49,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,42 +141,67 @@ def bench_env() -> dict:
 @dataclass
 class Run:
     seconds: float
+    cpu: float  # user + system seconds of the process and all its descendants
     peak_rss: int  # bytes, summed over the process tree; 0 when not polled
+    peak_pss: int  # the same in PSS: pages shared between processes counted once
     out: str
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def tree_memory(proc: psutil.Process) -> tuple[int, int]:
+    """(RSS, PSS) summed over ``proc`` and all its descendants now."""
+    rss = pss = 0
     for p in [proc, *proc.children(recursive=True)]:
         try:
-            total += p.memory_info().rss
+            rss += p.memory_info().rss
+            pss += _pss(p.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    return total
+    return rss, pss
 
 
 def run(cmd: list[str], cwd: Path, rss: bool = False) -> Run:
-    """Run ``cmd`` to completion (exit on failure): wall time, and peak tree RSS if asked."""
+    """Run ``cmd`` to completion (exit on failure): wall time, the CPU time of its whole
+    process tree, and with ``rss`` its peak memory, sampled every 50 ms."""
+    peak_rss = peak_pss = 0
+    ended = threading.Event()
+    reaped: dict = {}
+
+    def reap():  # wait4: the child's rusage covers every descendant it waited for
+        _, status, usage = os.wait4(proc.pid, 0)
+        reaped.update(end=time.perf_counter(), status=status, usage=usage)
+        ended.set()
+
     with tempfile.TemporaryFile("w+") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True,
                                 env=bench_env())
-        peak = 0
-        if rss:
-            ps = psutil.Process(proc.pid)
-            while proc.poll() is None:
-                try:
-                    peak = max(peak, tree_rss(ps))
-                except psutil.NoSuchProcess:
-                    break
-                time.sleep(0.05)
-        proc.wait()
-        elapsed = time.perf_counter() - start
+        ps = psutil.Process(proc.pid)
+        threading.Thread(target=reap, daemon=True).start()
+        while rss and not ended.is_set():
+            try:
+                now_rss, now_pss = tree_memory(ps)
+            except psutil.NoSuchProcess:
+                break
+            peak_rss, peak_pss = max(peak_rss, now_rss), max(peak_pss, now_pss)
+            ended.wait(0.05)
+        ended.wait()
+        proc.returncode = os.waitstatus_to_exitcode(reaped["status"])
         out.seek(0)
         text = out.read()
     if proc.returncode != 0:
         sys.exit(f"benchmark step failed: {' '.join(map(str, cmd))} (in {cwd})\n{text}")
-    return Run(elapsed, peak, text)
+    usage = reaped["usage"]
+    return Run(reaped["end"] - start, usage.ru_utime + usage.ru_stime, peak_rss, peak_pss, text)
 
 
 def ran_tasks(out: str) -> set[str]:
@@ -276,17 +302,19 @@ class Watcher:
             time.sleep(0.01)
         sys.exit(f"watch: no line with {text!r}:\n" + "\n".join(t for _, t in self.lines))
 
-    def edit(self, path: Path, record: dict, model: str, workload: str) -> tuple[float, float]:
+    def edit(self, path: Path, record: dict, model: str, workload: str,
+             cached: bool = False) -> tuple[float, float]:
         """Write ``record`` to ``path``; (rebuild seconds watch reports, wall seconds from
-        the write to that line)."""
+        the write to that line). ``cached``: the record was built before in this project,
+        so only the link may run."""
         ready = self.wait_for("watching", self.idle_from)  # polling again
         mark = len(self.lines)
         start = time.perf_counter()
         path.write_text(json.dumps(record, indent=1))
         done = self.wait_for(f"rebuilt {model}", mark)
         ran = {t[3:].split()[0] for _, t in self.lines[mark:done] if t.startswith(".  ")}
-        if f"codegen:{model}/{workload}" not in ran:
-            sys.exit(f"watch: the edit did not recompile {workload}:\n"
+        if (f"codegen:{model}/{workload}" in ran) == cached or f"link:{model}" not in ran:
+            sys.exit(f"watch: the edit did not run what it should ({cached=}):\n"
                      + "\n".join(t for _, t in self.lines[ready:done + 1]))
         self.idle_from = done + 1
         arrived, line = self.lines[done]
@@ -316,36 +344,37 @@ def measure_model(work: Path, model: str, workload: str | None,
     edit_b = next(edits, None)
     if edit_b is None:
         sys.exit(f"{schedules / record_path}: no tile decision to edit; choose --workload")
-    f: dict[str, list] = {k: [] for k in (
-        "baseline", "baseline_rss", "clean", "clean_rss", "clean_n2", "clean_n2_rss",
-        "one_record", "noop", "switch_back", "link_alone", "link_alone_process", "sweep",
-        "sweep_builds")}
+    f: dict[str, list] = defaultdict(list)
+
+    def keep(key: str, r: Run) -> None:
+        f[key].append(r.seconds)
+        f[f"{key}_cpu"].append(r.cpu)
+        if r.peak_rss:
+            f[f"{key}_rss"].append(r.peak_rss)
+            f[f"{key}_pss"].append(r.peak_pss)
+
     for i in range(repeat):
         console.print(f"{model}: round {i + 1}/{repeat} ...")
         root = fresh_project(work, f"{model}-baseline", schedules)
-        r = run([py, "-c", BASELINE, str(root), model], root, rss=True)
-        f["baseline"].append(r.seconds)
-        f["baseline_rss"].append(r.peak_rss)
+        keep("baseline", run([py, "-c", BASELINE, str(root), model], root, rss=True))
 
         root = fresh_project(work, f"{model}-serial", schedules)
         record = root / "schedules" / record_path
-        r = run(build, root, rss=True)
-        f["clean"].append(r.seconds)
-        f["clean_rss"].append(r.peak_rss)
+        keep("clean", run(build, root, rss=True))
         record.write_text(json.dumps(edit_b, indent=1))  # A -> B
         r = run(build, root)
         expect(r.out, {cg, lk}, what="one-record rebuild")
-        f["one_record"].append(r.seconds)
+        keep("one_record", r)
         r = run(build, root)
         expect(r.out, set(), {lk}, what="no-op rebuild")
-        f["noop"].append(r.seconds)
+        keep("noop", r)
         record.write_text(json.dumps(original, indent=1))  # B -> A: from the cache
         r = run(build, root)
         expect(r.out, {lk}, {cg}, what="switch back")
-        f["switch_back"].append(r.seconds)
+        keep("switch_back", r)
         r = run([py, "-c", LINK_ALONE, str(root), model], root)
         f["link_alone"].append(float(r.out.split()[-1]))
-        f["link_alone_process"].append(r.seconds)
+        keep("link_alone_process", r)
         builds = []
         for k in sweep:
             run([py, "-m", "modelbuild", "select", model, workload, str(k)], root)
@@ -356,9 +385,7 @@ def measure_model(work: Path, model: str, workload: str | None,
         f["sweep_builds"].append(builds)
 
         root = fresh_project(work, f"{model}-parallel", schedules)
-        r = run([*doit, "-n", "2", f"build:{model}"], root, rss=True)
-        f["clean_n2"].append(r.seconds)
-        f["clean_n2_rss"].append(r.peak_rss)
+        keep("clean_n2", run([*doit, "-n", "2", f"build:{model}"], root, rss=True))
 
     # Watch, on the last serial project (built; W's active record is the last variant).
     root = work / f"{model}-serial"
@@ -374,18 +401,22 @@ def measure_model(work: Path, model: str, workload: str | None,
     try:
         measured = [watcher.edit(root / "schedules" / record_path, rec, model, workload)
                     for rec in watch_edits]
+        # Back and forth between the last two edits: each one a cache hit.
+        back = [watcher.edit(root / "schedules" / record_path, watch_edits[-2 + j % 2], model,
+                             workload, cached=True) for j in range(repeat)]
     finally:
         watcher.stop()
     f["watch_warmup"] = [measured[0][0]]
     f["watch"] = [m[0] for m in measured[1:]]
     f["watch_wall"] = [m[1] for m in measured[1:]]
+    f["watch_switch_back"] = [m[0] for m in back]
     console.print(f"{model}: physical limit of the same edits ...")
     r = run([py, "-c", PHYSICAL, str(root), model, workload, *saved], root)
     steps = json.loads(r.out.strip().splitlines()[-1])  # edit 0, the warm-up, is not in it
     f["physical"] = [s["codegen"] + s["link"] for s in steps]
     f["physical_all"] = [s["lower"] + s["codegen"] + s["link"] for s in steps]
     f["physical_steps"] = steps
-    return workload, f
+    return workload, dict(f)
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -421,6 +452,8 @@ def figures_of(model: str, workload: str, f: dict[str, list]) -> list[dict]:
          base, None),
         ("switch_back", "switch back A -> B -> A, cold doit (cache hit) / link alone",
          med["switch_back"], "s", link_alone, t["switch_back"]),
+        ("watch_switch_back", "  switch back in watch mode (reported rebuild) / link alone",
+         med["watch_switch_back"], "s", link_alone, None),
         ("sweep", "3-variant sweep: 3 x (select k; doit build) / 3 baselines", med["sweep"],
          "s", 3 * base, t["sweep"]),
         ("baseline_rss", "baseline peak RSS", med["baseline_rss"] / mb, "MB", None, None),
@@ -428,28 +461,33 @@ def figures_of(model: str, workload: str, f: dict[str, list]) -> list[dict]:
          med["clean_rss"] / mb, "MB", med["baseline_rss"] / mb, t["rss"]),
         ("rss_n2", "clean build -n 2 peak RSS, process tree summed / baseline's",
          med["clean_n2_rss"] / mb, "MB", med["baseline_rss"] / mb, t["rss_n2"]),
+        ("pss_n2", "  the same in PSS (shared pages counted once) / baseline's PSS",
+         med["clean_n2_pss"] / mb, "MB", med["baseline_pss"] / mb, None),
     ]
     out = []
     for key, label, value, unit, denom, target in rows:
         ratio = value / denom if denom else None
         verdict = None if target is None else ("ok" if ratio <= target else "MISSED")
         out.append({"key": key, "label": label, "value": value, "unit": unit, "ratio": ratio,
-                    "target": target, "verdict": verdict})
+                    "target": target, "verdict": verdict, "cpu": med.get(f"{key}_cpu")})
     return out
 
 
 def print_table(model: str, workload: str, repeat: int, rows: list[dict]) -> None:
     table = Table(title=f"{model}: median of {repeat} runs (ratio to the baseline unless the "
-                        "figure says otherwise)")
-    for col, justify in (("figure", "left"), ("value", "right"), ("ratio", "right"),
-                         ("target", "right"), ("", "left")):
+                        "figure says otherwise)",
+                  caption="CPU: user + system seconds of the whole process tree (steadier than "
+                          "wall time on a busy machine)")
+    for col, justify in (("figure", "left"), ("value", "right"), ("CPU", "right"),
+                         ("ratio", "right"), ("target", "right"), ("", "left")):
         table.add_column(col, justify=justify)
     for r in rows:
         value = f"{r['value']:.0f} MB" if r["unit"] == "MB" else f"{r['value']:.2f} s"
+        cpu = "" if r["cpu"] is None else f"{r['cpu']:.2f} s"
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.3f}"
         target = "" if r["target"] is None else f"<= {r['target']}"
         verdict = {"ok": "[green]ok[/green]", "MISSED": "[red]MISSED[/red]"}.get(r["verdict"], "")
-        table.add_row(r["label"], value, ratio, target, verdict)
+        table.add_row(r["label"], value, cpu, ratio, target, verdict)
     console.print(table)
 
 
