@@ -100,6 +100,30 @@ with tempfile.TemporaryDirectory(dir=layout.dir) as tmp:
     print(time.perf_counter() - start)
 """
 
+# Which candidate edits the build accepts (a permuted tile can break a later instruction
+# of the trace): the first ``count``, by their position.
+VALIDATE = """
+import sys, tempfile
+from pathlib import Path
+from modelbuild import lower, targets
+from modelbuild.errors import BuildError
+from modelbuild.layout import Project
+root, model, w, count = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+layout = Project(root).model(model)
+valid = []
+with tempfile.TemporaryDirectory() as tmp:
+    for i, record in enumerate(sys.argv[5:]):
+        try:
+            lower.run(layout.workload(w), [Path(record)], Path(tmp) / "out.json",
+                      targets.resolve("llvm"), w)
+        except BuildError:
+            continue
+        valid.append(i)
+        if len(valid) == count:
+            break
+print(" ".join(map(str, valid)))
+"""
+
 # For each edited record: lower, codegen, link of the real files, TVM warm.
 PHYSICAL = """
 import json, sys, tempfile, time
@@ -246,7 +270,7 @@ def first_conv(root: Path, model: str) -> str:
 def prepare_schedules(work: Path, model: str, workload: str | None) -> tuple[Path, str, list[int]]:
     """schedules/ for every copy of ``model``: 4 sampled variants of the workload, and an
     active record for it (variant 1 when none is shipped). Returns (dir, workload, the
-    variants to sweep)."""
+    variants to sweep). The setup project stays partitioned, for valid_edits."""
     py = sys.executable
     root = fresh_project(work, f"{model}-setup", REPO / "schedules")
     run([py, "-m", "doit", f"partition:{model}"], root)
@@ -261,9 +285,28 @@ def prepare_schedules(work: Path, model: str, workload: str | None) -> tuple[Pat
     return root / "schedules", workload, sweep
 
 
+def valid_edits(work: Path, model: str, workload: str, record: dict, count: int) -> list[dict]:
+    """``count`` distinct edits of ``record`` that the build accepts."""
+    paths = []
+    for n, edited in enumerate(tile_edits(record)):
+        path = work / f"{model}-candidates" / str(n) / f"{workload}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(edited, indent=1))
+        paths.append(path)
+    setup = work / f"{model}-setup"
+    r = run([sys.executable, "-c", VALIDATE, str(setup), model, workload, str(count),
+             *map(str, paths)], setup)
+    chosen = [int(i) for i in r.out.split()]
+    if len(chosen) < count:
+        sys.exit(f"only {len(chosen)} of {len(paths)} tile permutations of {workload}'s record "
+                 f"apply; {count} needed: choose another --workload or a smaller --repeat")
+    return [json.loads(paths[i].read_text()) for i in chosen]
+
+
 def tile_edits(record: dict):
-    """Distinct valid edits of a record: each permutes the factors of one tile decision
-    (the product, the loop extent, is kept)."""
+    """Distinct edits of a record: each permutes the factors of one tile decision (the
+    product, the loop extent, is kept; whether the rest of the trace still applies is
+    for valid_edits to find out)."""
     insts, decisions = record["trace"]
     for n, (index, value) in enumerate(decisions):
         if insts[index][0] != "SamplePerfectTile":
@@ -343,10 +386,8 @@ def measure_model(work: Path, model: str, workload: str | None,
     cg, lk = f"codegen:{model}/{workload}", f"link:{model}"
     record_path = Path(model) / f"{workload}.json"
     original = json.loads((schedules / record_path).read_text())
-    edits = tile_edits(original)
-    edit_b = next(edits, None)
-    if edit_b is None:
-        sys.exit(f"{schedules / record_path}: no tile decision to edit; choose --workload")
+    # B for the cold one-record rebuild, then one warm-up and --repeat edits for watch.
+    edit_b, *watch_edits = valid_edits(work, model, workload, original, repeat + 2)
     f: dict[str, list] = defaultdict(list)
 
     def keep(key: str, r: Run) -> None:
@@ -393,7 +434,6 @@ def measure_model(work: Path, model: str, workload: str | None,
     # Watch, on the last serial project (built; W's active record is the last variant).
     root = work / f"{model}-serial"
     console.print(f"{model}: watch mode, {repeat} edits after a warm-up edit ...")
-    watch_edits = [next(edits) for _ in range(repeat + 1)]
     saved = []
     for n, rec in enumerate(watch_edits):
         path = work / f"{model}-edits" / str(n) / f"{workload}.json"
