@@ -48,7 +48,7 @@ def rebuild(project: Project, model: str, target: str) -> tuple[int, float]:
 
 
 def watch(project: Project, model: str, target: str = "llvm", bench: bool = False,
-          interval: float = 0.2) -> int:
+          interval: float = 0.05) -> int:
     os.chdir(project.root)
     import tvm  # noqa: F401  - loaded once, for every rebuild to come
 
@@ -73,13 +73,14 @@ def watch(project: Project, model: str, target: str = "llvm", bench: bool = Fals
                 console.print(f"[red]build failed[/red] after {secs:.2f} s; the last good "
                               f"library is unchanged. Still watching.")
             console.print("watching ...")
-            while True:
+            while True:  # a poll is ~0.2 ms of stat calls: cheap at 20 per second
                 time.sleep(interval)
                 current = watched_files(project, model)
-                if current != stamps:
+                if current == stamps:
+                    continue
+                time.sleep(interval)  # let an editor finish writing: rebuild once settled
+                if watched_files(project, model) == current:
                     stamps = current
-                    time.sleep(interval)  # let an editor finish writing
-                    stamps = watched_files(project, model)
                     break
     except KeyboardInterrupt:
         console.print("watch: stopped")

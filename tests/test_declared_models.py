@@ -4,7 +4,12 @@ The shipped light zoo models fill their weights with constants, which would
 hide a wrong kernel; here each one gets random weights (same architecture,
 dropped into models/ as an .onnx file) and sampled records on two of its
 convolutions. resnet50 is the end-to-end test.
+
+densenet121 (191 workloads) takes about 110 s here on 2 cores, too long for
+the default suite: it runs with MODELBUILD_SLOW_TESTS=1.
 """
+
+import os
 
 import pytest
 
@@ -12,9 +17,13 @@ from conftest import REPO, assert_close, model_inputs, reference_output, run_lib
 from modelbuild import manifest, models, records
 
 DECLARED = models.discover(REPO / "models")
+SLOW = {"densenet121"}
+_slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),
+                           reason="slow (~110 s); set MODELBUILD_SLOW_TESTS=1 to run")
 
 
-@pytest.mark.parametrize("name", sorted(DECLARED))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_slow) if n in SLOW else n
+                                  for n in sorted(DECLARED)])
 def test_declared_model_matches_tvm_compile(name, declared_partitioned):
     project = declared_partitioned(name)
     man = manifest.read(project.root / "build" / name / "partition" / "manifest.msgpack")
