@@ -210,7 +210,22 @@ def link_placeholder(ctx: Context, model: str) -> Task:
 
 def build_task(ctx: Context, model: str) -> Task:
     return _subtask("build", model, doc=f"build {ctx.project.model(model).library}",
-                    actions=None, task_dep=[f"link:{model}"])
+                    actions=None, task_dep=[f"link:{model}", f"_warm:{model}"])
+
+
+def _import_tvm() -> None:
+    import tvm  # noqa: F401
+
+
+def warm_task(ctx: Context, model: str) -> Task:
+    """Imports TVM while partition runs, when the model is not partitioned yet: under
+    `doit -n N` the other workers are idle then, and each would import TVM (over a
+    second) only once partition is done. Serial builds import it anyway; a model
+    that has a manifest skips it, so a no-op build still never imports TVM."""
+    task = dict_to_task({"name": f"_warm:{model}", "actions": [(_import_tvm,)],
+                         "uptodate": [ctx.project.model(model).manifest.is_file()]})
+    task.subtask_of = "_warm"
+    return task
 
 
 def group(basename: str, task_dep=()) -> dict:
@@ -306,3 +321,4 @@ def task_build():
     yield group("build", [f"build:{m}" for m in ctx.models])
     for m in ctx.models:
         yield build_task(ctx, m)
+        yield warm_task(ctx, m)
