@@ -87,16 +87,17 @@ ex.export_library(str(root / "baseline.so"))
 LINK_ALONE = """
 import sys, tempfile, time
 from pathlib import Path
-from modelbuild import link, manifest
+from modelbuild import link, manifest, targets
 from modelbuild.layout import Project
 layout = Project(Path(sys.argv[1])).model(sys.argv[2])
 man = manifest.read(layout.manifest)
 objects = [layout.object(w.name) for w in man.workloads]
 graph = [layout.graph_dir / n for n in man.graph_objects]
+spec = targets.resolve("llvm")
 with tempfile.TemporaryDirectory(dir=layout.dir) as tmp:
-    link.run(objects, graph, Path(tmp) / "alone.so")
+    link.run(objects, graph, Path(tmp) / "alone.so", spec)
     start = time.perf_counter()
-    link.run(objects, graph, Path(tmp) / "alone.so")
+    link.run(objects, graph, Path(tmp) / "alone.so", spec)
     print(time.perf_counter() - start)
 """
 
@@ -144,7 +145,7 @@ def once(record, tmp):
     t1 = time.perf_counter()
     codegen.run(lowered, obj, spec, w)
     t2 = time.perf_counter()
-    link.run(objects, graph, tmp / "limit.so")
+    link.run(objects, graph, tmp / "limit.so", spec)
     t3 = time.perf_counter()
     return {"lower": t1 - t0, "codegen": t2 - t1, "link": t3 - t2}
 with tempfile.TemporaryDirectory(dir=layout.dir) as tmp:
