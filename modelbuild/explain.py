@@ -42,6 +42,7 @@ def model_report(layout: ModelLayout, man: Manifest) -> dict:
             "partly": [o.name for o, part in sources if part],
             "record": _record_source(records[name].status) or records[name].status,
             "median_ms": _bench_row(bench, name).get("median_ms"),
+            "calls": _bench_row(bench, name).get("calls"),
         })
     return {
         "model": layout.name,
@@ -205,9 +206,12 @@ def render_model(console: Console, report: dict) -> None:
         count = str(len(r["operators"])) + ("*" if r["partly"] else "")
         cells = [r["workload"], count, escape(_types(r["op_types"])), r["record"]]
         if timed:
-            cells.append(f"{r['median_ms']:.3f} ms" if r["median_ms"] is not None else "")
+            cells.append("unused" if r.get("calls") == 0 else
+                         f"{r['median_ms']:.3f} ms" if r["median_ms"] is not None else "")
         table.add_row(*cells)
     console.print(table)
+    if timed and any(r.get("calls") == 0 for r in rows):
+        console.print("unused: a kernel the graph never calls when the model runs")
     if any(r["partly"] for r in rows):
         console.print("* computes part of an operator whose output another workload computes")
     no_kernel = report["no_kernel"]
@@ -251,7 +255,9 @@ def render_workload(console: Console, report: dict, root: Path) -> None:
         else:
             console.print(escape(f"  {a['kind']:<12}  {where}  not built"))
     b = report["benchmark"]
-    if b:
+    if b and b.get("calls") == 0:
+        console.print("time: not called when the model runs (the graph never calls this kernel)")
+    elif b:
         extra = f", {b['calls']} call(s) per run" if "calls" in b else ""
         console.print(escape(f"time: {b['median_ms']:.3f} ms median per run{extra}"))
     else:

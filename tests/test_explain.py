@@ -119,6 +119,11 @@ def test_explain_workload_shows_record_artifacts_and_benchmark(tiny_copy):
     assert f"objects/{workload}.o  not built" in out
     assert "time: 0.125 ms median per run" in out
     assert "0.125 ms" in cli(tiny_copy, "explain", "tiny").stdout
+    # A kernel the graph never calls is said to be unused, not timed at 0 ms.
+    (layout_dir / "bench.json").write_text(json.dumps(
+        {"workloads": {workload: {"median_ms": 0.0, "calls": 0}}}))
+    assert "time: not called when the model runs" in cli(tiny_copy, "explain", "tiny", workload).stdout
+    assert "unused" in cli(tiny_copy, "explain", "tiny").stdout
 
 
 def test_explain_on_a_partitioned_model_does_not_import_tvm(partitioned):
