@@ -57,6 +57,13 @@ class Project:
     def record(self, model: str, workload: str) -> Path:
         return self.root / "schedules" / model / f"{workload}.json"
 
+    def set_record(self, model: str, workload: str, rec) -> None:
+        """Make ``rec`` the active record of ``workload``."""
+        from modelbuild import records
+
+        self.record(model, workload).parent.mkdir(parents=True, exist_ok=True)
+        records.save(self.record(model, workload), rec)
+
     def workload_file(self, model: str, workload: str) -> Path:
         return self.root / "build" / model / "partition" / "workloads" / f"{workload}.json"
 

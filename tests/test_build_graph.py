@@ -7,7 +7,6 @@ import sys
 
 from conftest import (assert_close, make_project, model_inputs, reference_output,
                       run_library, sha256, tiny_conv_workload)
-from modelbuild import records
 from onnx_models import tiny_model
 
 
@@ -42,21 +41,17 @@ def test_noop_rebuild_runs_nothing_and_never_imports_tvm(tiny_copy):
     assert "doit" in imported and "tvm" not in imported and "onnx" not in imported
 
 
-def _set_record(project, workload, rec):
-    project.record("tiny", workload).parent.mkdir(parents=True, exist_ok=True)
-    records.save(project.record("tiny", workload), rec)
-
 
 def test_editing_one_record_reruns_that_workload_and_link_only(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
-    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.set_record("tiny", workload, variants[0])
     first = tiny_copy.doit("build:tiny")
     assert first.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
     assert f"lower:tiny/{workload}" not in first.uptodate and "partition:tiny" in first.uptodate
     x = model_inputs(tiny_copy.root, "tiny")
     assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
 
-    _set_record(tiny_copy, workload, variants[1])
+    tiny_copy.set_record("tiny", workload, variants[1])
     second = tiny_copy.doit("build:tiny")
     assert second.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
     assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
@@ -64,7 +59,7 @@ def test_editing_one_record_reruns_that_workload_and_link_only(tiny_copy, tiny_v
 
 def test_reformatting_a_record_rebuilds_nothing(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
-    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.set_record("tiny", workload, variants[0])
     tiny_copy.doit("build:tiny")
     lib_hash = sha256(tiny_copy.library("tiny"))
     path = tiny_copy.record("tiny", workload)
@@ -79,7 +74,7 @@ def test_reformatting_a_record_rebuilds_nothing(tiny_copy, tiny_variants):
 def test_removing_a_record_goes_back_to_the_default_schedule(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     default_objects = tiny_copy.objects("tiny")
-    _set_record(tiny_copy, workload, variants[2])
+    tiny_copy.set_record("tiny", workload, variants[2])
     tiny_copy.doit("build:tiny")
     assert tiny_copy.objects("tiny")[f"{workload}.o"] != default_objects[f"{workload}.o"]
     tiny_copy.record("tiny", workload).unlink()
@@ -93,7 +88,7 @@ def test_removing_a_record_goes_back_to_the_default_schedule(tiny_copy, tiny_var
 def test_incremental_build_equals_clean_build(tiny_copy, tiny_variants, tmp_path):
     workload, variants = tiny_variants
     for rec in variants:  # a few edits in a row, each an incremental build
-        _set_record(tiny_copy, workload, rec)
+        tiny_copy.set_record("tiny", workload, rec)
         tiny_copy.doit("build:tiny")
     clean = make_project(tmp_path / "clean", {"tiny": tiny_model()})
     shutil.copytree(tiny_copy.root / "schedules", clean.root / "schedules", dirs_exist_ok=True)

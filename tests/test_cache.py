@@ -7,14 +7,10 @@ import sys
 
 from conftest import (assert_close, make_project, model_inputs, reference_output,
                       run_library, sha256)
-from modelbuild import cache, records
+from modelbuild import cache
 from modelbuild.layout import Project as Layout
 from onnx_models import tiny_model
 
-
-def _set_record(project, workload, rec):
-    project.record("tiny", workload).parent.mkdir(parents=True, exist_ok=True)
-    records.save(project.record("tiny", workload), rec)
 
 
 def _cache_cli(project, *args, env=None):
@@ -31,14 +27,14 @@ def _stats(project, env=None) -> dict:
 def test_switching_back_to_an_earlier_record_only_links(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     x = model_inputs(tiny_copy.root, "tiny")
-    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.set_record("tiny", workload, variants[0])
     tiny_copy.doit("build:tiny")
     first = run_library(tiny_copy.library("tiny"), x)
     first_lib = sha256(tiny_copy.library("tiny"))
-    _set_record(tiny_copy, workload, variants[1])
+    tiny_copy.set_record("tiny", workload, variants[1])
     assert tiny_copy.doit("build:tiny").ran == {f"lower:tiny/{workload}",
                                                 f"codegen:tiny/{workload}", "link:tiny"}
-    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.set_record("tiny", workload, variants[0])
     back = tiny_copy.doit("build:tiny")
     assert back.ran == {"link:tiny"}
     assert back.from_cache == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}"}
@@ -82,17 +78,17 @@ def test_two_processes_fill_one_cache_at_once(tmp_path):
 def test_a_corrupt_entry_is_rebuilt_and_reported_not_linked(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     x = model_inputs(tiny_copy.root, "tiny")
-    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.set_record("tiny", workload, variants[0])
     tiny_copy.doit("build:tiny")
     expected = run_library(tiny_copy.library("tiny"), x)
     stamp = json.loads((tiny_copy.root / "build" / "tiny" / "objects" / f"{workload}.o.stamp").read_text())
     entry = cache.Cache.of(Layout(tiny_copy.root)).path("object", stamp["key"])
-    _set_record(tiny_copy, workload, variants[1])
+    tiny_copy.set_record("tiny", workload, variants[1])
     tiny_copy.doit("build:tiny")
     data = bytearray(entry.read_bytes())
     data[-100:] = bytes(100)  # damage the object's tail; size and header unchanged
     entry.write_bytes(bytes(data))
-    _set_record(tiny_copy, workload, variants[0])
+    tiny_copy.set_record("tiny", workload, variants[0])
     run = tiny_copy.doit("build:tiny")
     assert f"codegen:tiny/{workload}" in run.ran  # rebuilt, not restored
     assert f"lower:tiny/{workload}" in run.from_cache
