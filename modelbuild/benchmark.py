@@ -13,11 +13,8 @@ apart. Results follow the JSON schema of ``bench.json`` (see README).
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,10 +25,6 @@ from . import atomic
 
 # on_progress(phase, done, total): phase is "warm-up", "timing" or "profiling".
 Progress = Callable[[str, int, int], None]
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def spread(samples_s: list[float]) -> dict:
@@ -85,24 +78,17 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
             on_progress: Progress | None = None) -> dict:
     """Benchmark ``library`` (built from manifest ``man``); the result as bench.json has it.
 
-    Loads a private copy: the dynamic loader hands back an already loaded
-    library for the same path, so a rebuilt one would never be seen.
     """
-    import tvm
-    from tvm import relax
-
-    from .measure import model_inputs
+    from .fingerprint import file_digest
+    from .measure import model_inputs, private_vm
 
     if runs < 1 or warmup < 0:
         raise ValueError("runs must be at least 1 and warmup at least 0")
     on_progress = on_progress or (lambda phase, done, total: None)
     library = Path(library)
-    digest = sha256(library)
+    digest = file_digest(library)
     inputs = model_inputs(man)
-    with tempfile.TemporaryDirectory(prefix="modelbuild-bench-") as tmp:
-        copy = Path(tmp) / f"{library.stem}-{time.time_ns()}.so"
-        shutil.copyfile(library, copy)
-        vm = relax.VirtualMachine(tvm.runtime.load_module(str(copy)), tvm.cpu())
+    with private_vm(library) as vm:
         for i in range(warmup):
             vm["main"](*inputs)
             on_progress("warm-up", i + 1, warmup)
@@ -113,7 +99,6 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
             times.append(time.perf_counter() - start)
             on_progress("timing", i + 1, runs)
         per_run = _calls_per_run(vm, inputs, runs, on_progress)
-        del vm
     latency = spread(times)
     workloads, vm_rows = _rows(per_run, [w.name for w in man.workloads], latency["median"])
     return {
