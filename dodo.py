@@ -1,17 +1,21 @@
 """modelbuild: `doit list` shows the tasks; `doit build:<model> [target=llvm]` builds one.
 
 Models are declared in models/, schedule records live in schedules/<model>/,
-everything built goes to build/. The tasks themselves are in modelbuild/tasks.py.
+everything built goes to build/. The tasks themselves are made by
+modelbuild/graph/tasks.py, from what this doit invocation was given.
 """
 
+import sys
 from pathlib import Path
 
-from modelbuild.bench_tasks import task_bench  # noqa: F401
-from modelbuild.reporter import ModelbuildReporter
-from modelbuild.tasks import task__mode, task_build, task_link, task_partition  # noqa: F401
+from doit import get_var
 
+from modelbuild.graph.reporter import ModelbuildReporter
+from modelbuild.graph.tasks import BuildGraph
+
+ROOT = Path(__file__).resolve().parent
 # doit keeps its state in build/, which must exist before doit opens it.
-(Path(__file__).resolve().parent / "build").mkdir(exist_ok=True)
+(ROOT / "build").mkdir(exist_ok=True)
 
 DOIT_CONFIG = {
     "default_tasks": ["build"],
@@ -20,3 +24,13 @@ DOIT_CONFIG = {
     "verbosity": 1,
     "reporter": ModelbuildReporter,
 }
+
+# The task creators of this invocation: its variables (target=, runs=, warmup=) and the
+# task names asked for (so that an unknown model is named clearly).
+_graph = BuildGraph(ROOT, var=get_var, requested=sys.argv[1:])
+task_partition = _graph.task_partition
+task_lower = _graph.task_lower
+task_codegen = _graph.task_codegen
+task_link = _graph.task_link
+task_build = _graph.task_build
+task_bench = _graph.task_bench

@@ -75,7 +75,9 @@ TARGETS = {
 BASELINE = """
 import sys
 from pathlib import Path
-from modelbuild import models, reference, targets
+from modelbuild.core import models
+from modelbuild.steps import reference
+from modelbuild.targets import registry as targets
 root = Path(sys.argv[1]); name = sys.argv[2]
 spec = models.discover(root / "models")[name]
 ex = reference.compile_model(spec, root / "schedules" / name, targets.resolve("llvm"))
@@ -87,8 +89,10 @@ ex.export_library(str(root / "baseline.so"))
 LINK_ALONE = """
 import sys, tempfile, time
 from pathlib import Path
-from modelbuild import link, manifest, targets
-from modelbuild.layout import Project
+from modelbuild.steps import link
+from modelbuild.core import manifest
+from modelbuild.targets import registry as targets
+from modelbuild.core.layout import Project
 layout = Project(Path(sys.argv[1])).model(sys.argv[2])
 man = manifest.read(layout.manifest)
 objects = [layout.object(w.name) for w in man.workloads]
@@ -106,9 +110,10 @@ with tempfile.TemporaryDirectory(dir=layout.dir) as tmp:
 VALIDATE = """
 import sys, tempfile
 from pathlib import Path
-from modelbuild import lower, targets
-from modelbuild.errors import BuildError
-from modelbuild.layout import Project
+from modelbuild.steps import lower
+from modelbuild.targets import registry as targets
+from modelbuild.core.errors import BuildError
+from modelbuild.core.layout import Project
 root, model, w, count = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 layout = Project(root).model(model)
 valid = []
@@ -130,8 +135,10 @@ PHYSICAL = """
 import json, sys, tempfile, time
 from pathlib import Path
 import tvm
-from modelbuild import codegen, link, lower, manifest, targets
-from modelbuild.layout import Project
+from modelbuild.steps import codegen, link, lower
+from modelbuild.core import manifest
+from modelbuild.targets import registry as targets
+from modelbuild.core.layout import Project
 root, model, w = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 layout = Project(root).model(model)
 man = manifest.read(layout.manifest)
@@ -259,7 +266,7 @@ def fresh_project(work: Path, tag: str, schedules: Path) -> Path:
 
 def first_conv(root: Path, model: str) -> str:
     sys.path.insert(0, str(REPO))
-    from modelbuild import manifest
+    from modelbuild.core import manifest
 
     man = manifest.read(root / "build" / model / "partition" / "manifest.msgpack")
     convs = [w.name for w in man.workloads if "conv2d" in w.name]

@@ -26,8 +26,8 @@ def build(root: Path, model: str) -> Path:
 
 
 def latency(lib_path: Path, runs: int) -> tuple[float, float]:
-    from modelbuild import manifest
-    from modelbuild.measure import library_latency, model_inputs
+    from modelbuild.core import manifest
+    from modelbuild.measure.latency import library_latency, model_inputs
 
     man = manifest.read(lib_path.parent / "partition" / "manifest.msgpack")
     return library_latency(lib_path, model_inputs(man), runs=runs, warmup=3)

@@ -26,10 +26,11 @@ REPO = Path(__file__).resolve().parent.parent
 SETUP = """
 import sys
 from pathlib import Path
-from modelbuild import msdb, records, targets
-from modelbuild.layout import Project
-from modelbuild.sampling import sample_records
-from modelbuild.workspace import load_workloads
+from modelbuild.schedules import msdb, records
+from modelbuild.targets import registry as targets
+from modelbuild.core.layout import Project
+from modelbuild.schedules.sample import sample_records
+from modelbuild.commands.workspace import load_workloads
 root, db = Path(sys.argv[1]), Path(sys.argv[2])
 project = Project(root)
 funcs = load_workloads(project, "resnet50")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from onnx_models import randomized_light, tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +58,7 @@ class Project:
 
     def set_record(self, model: str, workload: str, rec) -> None:
         """Make ``rec`` the active record of ``workload``."""
-        from modelbuild import records
+        from modelbuild.schedules import records
 
         self.record(model, workload).parent.mkdir(parents=True, exist_ok=True)
         records.save(self.record(model, workload), rec)
@@ -105,7 +104,7 @@ def sha256(path: Path) -> str:
 
 
 def model_inputs(project_root: Path, model: str, seed: int = 0) -> list[np.ndarray]:
-    from modelbuild import manifest
+    from modelbuild.core import manifest
 
     man = manifest.read(project_root / "build" / model / "partition" / "manifest.msgpack")
     rng = np.random.default_rng(seed)
@@ -177,7 +176,7 @@ def declared_partitioned(tmp_path_factory):
 
     def get(name: str) -> Project:
         if name not in made:
-            from modelbuild import models
+            from modelbuild.core import models
 
             light = models.discover(REPO / "models")[name].onnx_path.stem.removeprefix("light_")
             project = make_project(tmp_path_factory.mktemp(name) / "p", {name: randomized_light(light)})
@@ -192,7 +191,8 @@ def sampled_records(project: Project, model: str, workload: str, count: int, see
     """``count`` valid records for one workload of a built/partitioned project."""
     import tvm
 
-    from modelbuild import sampling, targets
+    from modelbuild.schedules import sample as sampling
+    from modelbuild.targets import registry as targets
 
     func = tvm.ir.load_json(project.workload_file(model, workload).read_text())
     return sampling.sample_records(func, workload, targets.resolve("llvm"), count, seed=seed,
@@ -201,7 +201,9 @@ def sampled_records(project: Project, model: str, workload: str, count: int, see
 
 def reference_output(project: Project, model: str, inputs) -> np.ndarray:
     """tvm.compile of the project's model with its records, run on ``inputs``."""
-    from modelbuild import models, reference, targets
+    from modelbuild.core import models
+    from modelbuild.steps import reference
+    from modelbuild.targets import registry as targets
 
     spec = models.discover(project.root / "models")[model]
     ex = reference.compile_model(spec, project.root / "schedules" / model, targets.resolve("llvm"))
@@ -216,7 +218,7 @@ def tiny_variants(tiny_built):
 
 
 def tiny_conv_workload(project: Project) -> str:
-    from modelbuild import manifest
+    from modelbuild.core import manifest
 
     man = manifest.read(project.root / "build" / "tiny" / "partition" / "manifest.msgpack")
     convs = [w.name for w in man.workloads if "conv2d" in w.name and "add" in w.name]

@@ -6,22 +6,12 @@ import sys
 
 from conftest import sha256
 
-from modelbuild import manifest
+from modelbuild.core import manifest
 
 
 def workload_names(project, model="tiny"):
     man = manifest.read(project.root / "build" / model / "partition" / "manifest.msgpack")
     return {w.name for w in man.workloads}
-
-
-def table_rows(text: str) -> dict[str, list[str]]:
-    """First cell -> the other cells, for each row of a rich table in ``text``."""
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
-        if cells:
-            rows[cells[0]] = cells[1:]
-    return rows
 
 
 def bench(project, *args):
@@ -55,19 +45,15 @@ def test_bench_json_has_a_positive_row_per_workload(tiny_copy):
 
 def test_bench_table_names_the_workloads(tiny_copy):
     out = bench(tiny_copy, "--runs", "3")
-    rows = table_rows(out)
     result = json.loads((tiny_copy.root / "build" / "tiny" / "bench.json").read_text())
     for name, row in result["workloads"].items():
-        calls, ms, _ = rows[name]
-        assert int(calls) == row["calls"]
-        if row["calls"]:
-            assert float(ms) > 0
-    assert float(rows["end to end"][1]) > 0
+        assert name in out and (row["calls"] or "not called" in out)
+    assert f"end to end {result['latency_ms']['median']:.3f} ms median" in out
     assert "saved " in out
 
 
 def test_doit_bench_task_builds_then_benchmarks(tiny_copy, tiny_variants):
-    from modelbuild import records
+    from modelbuild.schedules import records
 
     workload, variants = tiny_variants
     records.save(tiny_copy.record("tiny", workload), variants[0])
@@ -76,7 +62,7 @@ def test_doit_bench_task_builds_then_benchmarks(tiny_copy, tiny_variants):
     assert {f"lower:tiny/{workload}", "link:tiny", "bench:tiny"} <= run.ran
     check_result(json.loads((tiny_copy.root / "build" / "tiny" / "bench.json").read_text()),
                  tiny_copy)
-    assert set(workload_names(tiny_copy)) <= set(table_rows(run.stdout))
+    assert all(name in run.stdout for name in workload_names(tiny_copy))
     # a measurement is never up to date
     assert "bench:tiny" in tiny_copy.doit("bench:tiny", "runs=3").ran
 

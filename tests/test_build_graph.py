@@ -5,8 +5,15 @@ import shutil
 import subprocess
 import sys
 
-from conftest import (assert_close, make_project, model_inputs, reference_output,
-                      run_library, sha256, tiny_conv_workload)
+from conftest import (
+    assert_close,
+    make_project,
+    model_inputs,
+    reference_output,
+    run_library,
+    sha256,
+    tiny_conv_workload,
+)
 from onnx_models import tiny_model
 
 

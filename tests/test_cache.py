@@ -5,12 +5,18 @@ import os
 import subprocess
 import sys
 
-from conftest import (assert_close, make_project, model_inputs, reference_output,
-                      run_library, sha256)
-from modelbuild import cache
-from modelbuild.layout import Project as Layout
+from conftest import (
+    assert_close,
+    make_project,
+    model_inputs,
+    reference_output,
+    run_library,
+    sha256,
+)
 from onnx_models import tiny_model
 
+from modelbuild.core.layout import Project as Layout
+from modelbuild.graph import cache
 
 
 def _cache_cli(project, *args, env=None):

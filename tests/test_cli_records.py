@@ -6,9 +6,15 @@ import json
 import shutil
 
 import pytest
-
-from conftest import (cli, assert_close, make_project, model_inputs, reference_output, run_library,
-                      tiny_conv_workload)
+from conftest import (
+    assert_close,
+    cli,
+    make_project,
+    model_inputs,
+    reference_output,
+    run_library,
+    tiny_conv_workload,
+)
 from onnx_models import tiny_model
 
 
@@ -22,7 +28,8 @@ def compile_with_database(project, model, work_dir, inputs):
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    from modelbuild import models, partition
+    from modelbuild.core import models
+    from modelbuild.steps import partition
 
     spec = models.discover(project.root / "models")[model]
     target = tvm.target.Target({"kind": "llvm"})
@@ -66,12 +73,12 @@ def test_imported_database_builds_like_tvm_compile_with_it(tuned, tmp_path):
 def test_keep_if_faster_keeps_a_record_only_when_it_beats_the_default(tuned, tmp_path):
     project, workload, db, _ = tuned
     fresh = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    out = cli(fresh, "import", "tiny", str(db), "--keep-if-faster").stdout
-    row = next(ln for ln in out.splitlines() if "left out: not faster" in ln)
-    left_out = row.split("│")[2].strip() == "1"
+    report = json.loads(cli(fresh, "import", "tiny", str(db), "--keep-if-faster", "--json").stdout)
+    left_out = report["not_faster"] == [workload]
     assert fresh.record("tiny", workload).exists() != left_out
     if left_out:
-        assert f"{workload} (" in out and " ms)" in out
+        timing = report["timings"][workload]
+        assert timing["record_ms"] >= timing["default_ms"] > 0
 
 
 def test_import_twice_changes_nothing_and_lists_unmatched(tuned, tmp_path):
@@ -124,7 +131,7 @@ def test_every_sampled_variant_builds_and_matches_the_untuned_library(tiny_copy)
 
 
 def test_check_lists_problems_per_file(tiny_copy, tiny_variants):
-    from modelbuild import records
+    from modelbuild.schedules import records
 
     workload, variants = tiny_variants
     good = tiny_copy.record("tiny", workload)

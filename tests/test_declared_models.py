@@ -12,9 +12,17 @@ the default suite: it runs with MODELBUILD_SLOW_TESTS=1.
 import os
 
 import pytest
+from conftest import (
+    REPO,
+    assert_close,
+    model_inputs,
+    reference_output,
+    run_library,
+    sampled_records,
+)
 
-from conftest import REPO, assert_close, model_inputs, reference_output, run_library, sampled_records
-from modelbuild import manifest, models, records
+from modelbuild.core import manifest, models
+from modelbuild.schedules import records
 
 DECLARED = models.discover(REPO / "models")
 SLOW = {"densenet121"}

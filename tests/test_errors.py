@@ -3,9 +3,9 @@
 import json
 
 import pytest
-
 from conftest import sha256
-from modelbuild import records
+
+from modelbuild.schedules import records
 
 
 def _write(project, workload, rec):

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import onnx
 import pytest
-
 from conftest import cli, make_project, sha256
-from modelbuild import explain, manifest
-from modelbuild.errors import BuildError
-from modelbuild.layout import Project
 from onnx_models import provenance_model, tiny_model
+
+from modelbuild.commands import explain
+from modelbuild.core import manifest
+from modelbuild.core.errors import BuildError
+from modelbuild.core.layout import Project
 
 
 def explain_json(project, *args) -> dict:
@@ -154,7 +155,8 @@ def test_resnet50_every_conv_maps_to_exactly_one_workload(declared_partitioned):
 def test_a_relax_model_is_traced_by_its_bindings(tmp_path):
     import tvm
 
-    from modelbuild import models, partition, provenance
+    from modelbuild.core import models
+    from modelbuild.steps import partition, provenance
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     mod = partition.import_model(models.discover(project.root / "models")["tiny"])
@@ -168,7 +170,7 @@ def test_a_relax_model_is_traced_by_its_bindings(tmp_path):
 
 
 def test_a_failed_trace_is_recorded_and_explained_not_fatal(tmp_path):
-    from modelbuild import partition
+    from modelbuild.steps import partition
 
     operators, error = partition._provenance([], {}, {})
     assert operators == () and error.startswith("KeyError")

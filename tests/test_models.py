@@ -2,8 +2,8 @@
 
 import pytest
 
-from modelbuild import models
-from modelbuild.errors import BuildError
+from modelbuild.core import models
+from modelbuild.core.errors import BuildError
 
 
 def test_toml_and_dropped_onnx_files_are_both_models(tmp_path):

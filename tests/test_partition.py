@@ -1,8 +1,9 @@
 """partition: deterministic artifacts, the zero pipeline's workloads, the graph objects."""
 
 from conftest import make_project
-from modelbuild import manifest
 from onnx_models import tiny_model
+
+from modelbuild.core import manifest
 
 
 def _artifacts(project, model):
@@ -25,7 +26,8 @@ def test_workloads_are_the_zero_pipelines_primfuncs(tmp_path):
     import tvm_ffi
     from tvm import relax
 
-    from modelbuild import models, partition
+    from modelbuild.core import models
+    from modelbuild.steps import partition
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     project.doit("partition:tiny")

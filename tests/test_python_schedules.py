@@ -67,7 +67,7 @@ def test_python_schedule_that_raises_names_file_line_and_workload(tiny_copy):
 
 
 def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
-    from modelbuild import records
+    from modelbuild.schedules import records
 
     workload, variants = tiny_variants
     records.save(tiny_copy.record("tiny", workload), variants[0])

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from modelbuild import records
-from modelbuild.errors import BuildError
-from modelbuild.targets import resolve
+from modelbuild.core.errors import BuildError
+from modelbuild.schedules import records
+from modelbuild.targets.registry import resolve
 
 TRACE = [[["GetBlock", [], ["conv", "main"], ["b0"]],
           ["SamplePerfectTile", ["l1"], [4, 64], ["v2", "v3", "v4", "v5"]]],

@@ -2,15 +2,29 @@
 
 import ctypes
 import glob
+import json
 import shutil
 
 import pytest
-
-from conftest import (assert_close, load_library, make_project, model_inputs, run_library, sha256,
-                      tiny_conv_workload)
-from modelbuild import libblob, manifest, records, sampling, target_cuda, targets
-from modelbuild.errors import BuildError
+from conftest import (
+    assert_close,
+    cli,
+    load_library,
+    make_project,
+    model_inputs,
+    run_library,
+    sha256,
+    tiny_conv_workload,
+)
 from onnx_models import randomized_light, tiny_model
+
+from modelbuild.core import manifest
+from modelbuild.core.errors import BuildError
+from modelbuild.schedules import records
+from modelbuild.schedules import sample as sampling
+from modelbuild.targets import cuda as target_cuda
+from modelbuild.targets import libblob
+from modelbuild.targets import registry as targets
 
 HAS_GPU = bool(glob.glob("/dev/nvidia[0-9]*"))
 HAS_NVCC = target_cuda.find_nvcc() is not None
@@ -82,6 +96,20 @@ def test_a_target_registered_in_the_project_builds(tmp_path):
     run = project.doit("build:tiny", "target=llvm-baseline")
     assert "link:tiny" in run.ran and len(run.ran_kind("codegen")) > 0
     assert_close(run_library(project.library("tiny"), x), expected)
+
+
+def test_a_target_module_named_in_pyproject_is_seen_by_doit_and_the_commands(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "my_targets.py").write_text(PLUGIN)
+    (project.root / "pyproject.toml").write_text('[tool.modelbuild]\ntargets = ["my_targets"]\n')
+    run = project.doit("build:tiny", "target=llvm-baseline")
+    assert "link:tiny" in run.ran
+    proc = cli(project, "why", "tiny", "--target", "llvm-baseline", "--json")
+    assert json.loads(proc.stdout) == []
+    (project.root / "pyproject.toml").write_text('[tool.modelbuild]\ntargets = ["no_such_module"]\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "cannot import target module 'no_such_module'" in run.output
+    assert "Traceback" not in run.output
 
 
 # -- cuda -----------------------------------------------------------------------------------

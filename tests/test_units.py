@@ -1,6 +1,6 @@
 import pytest
 
-from modelbuild.units import format_size, parse_size
+from modelbuild.core.units import format_size, parse_size
 
 
 @pytest.mark.parametrize("text, expected", [("500M", 500 << 20), ("2G", 2 << 30), ("1024", 1024),

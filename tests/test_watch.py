@@ -6,8 +6,9 @@ import sys
 import threading
 import time
 
-from conftest import (assert_close, model_inputs, reference_output, run_library, sha256)
-from modelbuild import records
+from conftest import assert_close, model_inputs, reference_output, run_library, sha256
+
+from modelbuild.schedules import records
 
 
 class Watcher:

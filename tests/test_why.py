@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 from conftest import tiny_conv_workload
-from modelbuild import records
+
+from modelbuild.schedules import records
 
 
 def _why(project, *args) -> list[dict]:

@@ -11,10 +11,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .layout import Project
+from ..core.layout import Project
 
 
 @dataclass(frozen=True)
+
+
 class BuildRun:
     ok: bool
     seconds: float
@@ -32,7 +34,7 @@ class BuildRun:
 
 def cache_hits(project: Project) -> int | None:
     """Cache hits of the last doit run (build/.cache-events), None when it logged none."""
-    from . import cache
+    from ..graph import cache
 
     counts = cache.last_run(project)
     return None if counts is None else counts["hit"]

@@ -9,7 +9,6 @@ Each report is a plain dict (what ``--json`` prints); ``render_*`` prints it.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import re
 from collections import Counter
@@ -19,19 +18,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import inspect_records
-from .errors import BuildError
-from .layout import ModelLayout
-from .manifest import Manifest, Operator
-from .units import format_size
+from ..core.digest import file_digest
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..core.manifest import Manifest, Operator
+from ..core.units import format_size
+from ..schedules import status
+from .output import console
+from .workspace import ensure_partitioned, project_of
 
 # -- reports ---------------------------------------------------------------------
+
 
 def model_report(layout: ModelLayout, man: Manifest) -> dict:
     """Every workload (in model order) with the operators it computes; the operators
     with no kernel."""
     bench, bench_note = benchmark(layout)
-    records = {r.workload: r for r in inspect_records.rows(layout, man)}
+    records = {r.workload: r for r in status.rows(layout, man)}
     rows = []
     for name in workloads_in_model_order(man):
         sources = man.sources(name)
@@ -61,7 +64,7 @@ def workload_report(layout: ModelLayout, man: Manifest, workload: str) -> dict:
         raise BuildError(f"model '{layout.name}' has no workload '{workload}'",
                          hint=_did_you_mean(workload, [w.name for w in man.workloads],
                                             f"python -m modelbuild explain {layout.name}"))
-    row = next(r for r in inspect_records.rows(layout, man) if r.workload == workload)
+    row = next(r for r in status.rows(layout, man) if r.workload == workload)
     bench, bench_note = benchmark(layout)
     measured = _bench_row(bench, workload)
     if bench is not None and not measured:
@@ -152,11 +155,7 @@ def _record_source(status: str) -> str | None:
 def _artifact(kind: str, path: Path) -> dict:
     if not path.is_file():
         return {"kind": kind, "path": str(path), "built": False, "sha256": None, "size": None}
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return {"kind": kind, "path": str(path), "built": True, "sha256": digest.hexdigest(),
+    return {"kind": kind, "path": str(path), "built": True, "sha256": file_digest(path),
             "size": path.stat().st_size}
 
 
@@ -168,6 +167,7 @@ def _did_you_mean(name: str, known: list[str], listing: str) -> str:
 
 
 # -- rendering -------------------------------------------------------------------
+
 
 def _kernel_less_lines(no_kernel: list[dict]) -> list[str]:
     """One line per reason (details in parentheses dropped), with the operator types."""
@@ -278,3 +278,24 @@ def render_node(console: Console, report: dict) -> None:
     console.print(f"  more: python -m modelbuild explain {report['model']} {report['workload']}")
 
 
+def run(args) -> int:
+    if args.workload and args.node:
+        raise BuildError("give a workload or --node, not both")
+    project = project_of(args)
+    man = ensure_partitioned(project, args.model, args.target)
+    layout = project.model(args.model)
+    if args.node:
+        report = node_report(layout, man, args.node)
+    elif args.workload:
+        report = workload_report(layout, man, args.workload)
+    else:
+        report = model_report(layout, man)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif args.node:
+        render_node(console, report)
+    elif args.workload:
+        render_workload(console, report, project.root)
+    else:
+        render_model(console, report)
+    return 0

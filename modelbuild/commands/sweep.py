@@ -19,10 +19,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import atomic, benchmark, buildrun, variants
-from . import manifest as manifest_mod
-from .errors import BuildError
-from .layout import ModelLayout, Project
+from ..core import atomic
+from ..core import manifest as manifest_mod
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout, Project
+from ..measure import benchmark
+from ..schedules import variants
+from ..targets import registry
+from . import buildrun
+from .output import console, errors
+from .sweep_plot import label, legend, plot
+from .workspace import ensure_partitioned, model_layout, project_of
 
 MODES = ("one-at-a-time", "cross")
 # What "fastest" means: the end-to-end median, or the sum of the swept workloads'
@@ -33,6 +40,8 @@ Step = dict  # workload -> variant number, None for "no record" (TVM's default s
 
 
 @dataclass
+
+
 class Row:
     """One built and benchmarked step of a sweep (or a failed build)."""
 
@@ -45,19 +54,6 @@ class Row:
     latency_ms: dict | None = None
     workload_ms: dict = field(default_factory=dict)
     library_sha256: str | None = None
-
-
-def label(step: Step, workloads, short: bool = False) -> str:
-    """"2" for a sweep of one workload; "W1=2, W2=default" (or with the names) for several."""
-    text = {w: "default" if k is None else str(k) for w, k in step.items()}
-    if len(workloads) == 1:
-        return text[workloads[0]]
-    names = {w: f"W{i}" if short else w for i, w in enumerate(workloads, 1)}
-    return (" " if short else ", ").join(f"{names[w]}={text[w]}" for w in workloads if w in step)
-
-
-def legend(workloads) -> str:
-    return ", ".join(f"W{i} = {w}" for i, w in enumerate(workloads, 1))
 
 
 def plan(layout: ModelLayout, workloads: list[str], chosen: list | None, mode: str) -> list[Step]:
@@ -92,6 +88,7 @@ def plan_size_text(steps: list[Step], workloads, mode: str) -> str:
 
 # -- the active records -------------------------------------------------------------
 
+
 def snapshot(layout: ModelLayout, workloads) -> dict[str, bytes | None]:
     """The active record of each workload as bytes, None where there is none."""
     return {w: layout.record(w).read_bytes() if layout.record(w).is_file() else None
@@ -123,6 +120,8 @@ def describe(layout: ModelLayout, w: str) -> str:
 # -- running ------------------------------------------------------------------------
 
 @dataclass
+
+
 class Sweep:
     project: Project
     model: str
@@ -216,7 +215,7 @@ def table(sweep: Sweep) -> Table:
     return table
 
 
-def run(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) -> int:
+def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) -> int:
     """Run every step, then restore (or select the fastest), rebuild, save and print."""
     from rich.progress import Progress
 
@@ -255,8 +254,6 @@ def run(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) -> i
     path = layout.sweep(name)
     atomic.write_text(path, json.dumps(sweep.to_json(before, after, chosen is not None),
                                        indent=2, sort_keys=True) + "\n")
-    from .sweep_plot import plot
-
     plot(sweep, path.with_suffix(".png"))
     console.print(table(sweep))
     for row in sweep.rows:
@@ -296,8 +293,6 @@ def check_workloads(layout: ModelLayout, man, workloads) -> None:
 def prepare(project: Project, model: str, workloads: list[str], chosen: list | None, mode: str,
             max_builds: int, target: str) -> list[Step]:
     """The plan, refused before anything is built when it is too big or cannot work."""
-    from .workspace import ensure_partitioned, model_layout
-
     layout = model_layout(project, model)
     if mode not in MODES:
         raise BuildError(f"unknown mode '{mode}' (one of: {', '.join(MODES)})")
@@ -328,3 +323,30 @@ def parse_variants(text: str | None) -> list | None:
         else:
             raise BuildError(f"--variants {text}: '{part}' is not a variant number or 'default'")
     return list(dict.fromkeys(out))
+
+
+def run(args) -> int:
+    """`python -m modelbuild sweep`; with --json, the result is printed as JSON on stdout and
+    everything else goes to stderr."""
+    project = project_of(args)
+    registry.resolve(args.target)
+    out = errors if args.json else console
+    workloads = list(dict.fromkeys(args.workload))
+    steps = prepare(project, args.model, workloads, parse_variants(args.variants),
+                    args.mode, args.max_builds, args.target)
+    name = args.name or "+".join(workloads) + ("-cross" if args.mode == "cross" else "")
+    sweep = Sweep(project, args.model, workloads, steps, args.mode, args.target, args.runs,
+                  args.warmup, args.by)
+    then = "select the fastest" if args.select_fastest else "restore the active records"
+    out.print(f"sweep {args.model}: {len(steps)} builds "
+              f"({plan_size_text(steps, workloads, args.mode)}), "
+              f"{args.runs} timed runs each; then {then} and rebuild")
+    try:
+        code = execute(sweep, select_fastest=args.select_fastest, name=name, console=out)
+    except KeyboardInterrupt:
+        out.print("[red]sweep interrupted[/red]: the active records are as before the "
+                  "sweep, and the model was rebuilt with them")
+        return 130
+    if args.json:
+        print(project.model(args.model).sweep(name).read_text(), end="")
+    return code

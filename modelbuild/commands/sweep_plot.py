@@ -1,4 +1,5 @@
-"""A sweep's plot: end-to-end latency per variant; error bars the quartiles, a line min to max.
+"""A sweep's plot (end-to-end latency per variant; error bars the quartiles, a line min to
+max), and how variants are labelled in it and in the sweep's table.
 
 Quartiles rather than a standard deviation: one slow run on a shared machine
 makes the deviation larger than the median, and the bar would reach below zero.
@@ -8,16 +9,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic
+from ..core import atomic
+
+
+def label(step: dict, workloads, short: bool = False) -> str:
+    """A step (workload -> variant number, None for no record) in words: "2" for a sweep of
+    one workload; "W1=2, W2=default" (or with the names) for several."""
+    text = {w: "default" if k is None else str(k) for w, k in step.items()}
+    if len(workloads) == 1:
+        return text[workloads[0]]
+    names = {w: f"W{i}" if short else w for i, w in enumerate(workloads, 1)}
+    return (" " if short else ", ").join(f"{names[w]}={text[w]}" for w in workloads if w in step)
+
+
+def legend(workloads) -> str:
+    return ", ".join(f"W{i} = {w}" for i, w in enumerate(workloads, 1))
 
 
 def plot(sweep, path: Path) -> None:
+    """The plot of a finished sweep (commands/sweep.py's ``Sweep``), as a PNG at ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
-
-    from .sweep import label, legend
 
     rows = sweep.rows
     names = [label(r.variants, sweep.workloads, short=True) for r in rows]

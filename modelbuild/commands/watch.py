@@ -7,21 +7,35 @@ Files are polled (mtime and size): no extra dependency, works everywhere.
 
 from __future__ import annotations
 
-import os
 import time
+from pathlib import Path
 
+from doit.cmd_base import DodoTaskLoader
+from doit.doit_cmd import DoitMain
 from rich.console import Console
 
-from . import manifest
-from .layout import Project
-from .measure import library_latency, model_inputs
+from ..core import manifest, models
+from ..core.errors import BuildError
+from ..core.layout import Project
+from ..graph.reporter import WatchReporter
+from ..graph.tasks import BuildGraph
+from ..measure.latency import library_latency, model_inputs
+from ..targets import registry
+from .workspace import model_layout, project_of
 
 console = Console(highlight=False, soft_wrap=True)
 
 
 def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
-    """mtime and size of every input of the model a user edits."""
-    paths = [p for p in project.models_dir.glob(f"{model}.*")]
+    """mtime and size of every input of the model a user edits: its declaration and the
+    files it names (an ONNX file outside models/ too), and its records."""
+    paths = list(project.models_dir.glob(f"{model}.*"))
+    try:
+        spec = models.discover(project.models_dir).get(model)
+    except BuildError:
+        spec = None  # a broken declaration: the build says what is wrong
+    if spec is not None:
+        paths += spec.source_files()
     records = project.model(model).records_dir
     if records.is_dir():
         paths += [p for p in records.iterdir() if p.suffix in (".json", ".py")]
@@ -35,21 +49,40 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     return stamps
 
 
+class _FreshGraph(DodoTaskLoader):
+    """doit's loader of the project's dodo.py (its settings, the targets it registers),
+    with the task creators of a new BuildGraph on every rebuild: an edited model
+    declaration or record is read again, exactly as a new `doit` process would."""
+
+    def __init__(self, root: Path, model: str, target: str):
+        super().__init__()
+        self.root, self.model, self.target = root, model, target
+
+    def setup(self, opt_values):
+        super().setup(opt_values)
+        config = dict(self.namespace.get("DOIT_CONFIG", {}))
+        config["reporter"] = WatchReporter
+        self.namespace["DOIT_CONFIG"] = config
+
+    def load_tasks(self, cmd, pos_args):
+        variables = {"target": self.target}
+        graph = BuildGraph(self.root, var=lambda name, default=None: variables.get(name, default),
+                           requested=[f"build:{self.model}"])
+        self.namespace.update(graph.creators())
+        return super().load_tasks(cmd, pos_args)
+
+
 def rebuild(project: Project, model: str, target: str) -> tuple[int, float]:
     """One in-process `doit build:<model>`; returns (doit's exit code, seconds)."""
-    from doit.doit_cmd import DoitMain
-
-    from .reporter import ModelbuildReporter
-
-    ModelbuildReporter.show_uptodate = False  # a watch line per rebuilt task is enough
     start = time.perf_counter()
-    code = DoitMain().run(["-f", str(project.root / "dodo.py"), f"build:{model}", f"target={target}"])
+    loader = _FreshGraph(project.root, model, target)
+    code = DoitMain(loader).run(["-f", str(project.root / "dodo.py"), f"build:{model}",
+                                 f"target={target}"])
     return code, time.perf_counter() - start
 
 
 def watch(project: Project, model: str, target: str = "llvm", bench: bool = False,
           interval: float = 0.05) -> int:
-    os.chdir(project.root)
     import tvm  # noqa: F401  - loaded once, for every rebuild to come
 
     previous = None
@@ -85,3 +118,10 @@ def watch(project: Project, model: str, target: str = "llvm", bench: bool = Fals
     except KeyboardInterrupt:
         console.print("watch: stopped")
         return 0
+
+
+def run(args) -> int:
+    project = project_of(args)
+    model_layout(project, args.model)
+    registry.resolve(args.target)
+    return watch(project, args.model, args.target, bench=args.bench)

@@ -1,6 +1,6 @@
-"""A model's current workloads, for commands that work on records (import, check, ...).
+"""The project and model a command works on, and the model's current workloads.
 
-They come from partition's output; the model is partitioned first (through
+Workloads come from partition's output; the model is partitioned first (through
 doit, so the build's state stays consistent) when it is not up to date.
 """
 
@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import manifest as manifest_mod
-from . import models
-from .errors import BuildError
-from .layout import ModelLayout, Project
+from ..core import manifest as manifest_mod
+from ..core import models
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout, Project
+from ..targets import registry
+from ..targets.registry import TargetSpec
 
 
 def model_layout(project: Project, model: str) -> ModelLayout:
@@ -53,3 +55,28 @@ def find_root(start: Path | None = None) -> Path:
         if (candidate / "dodo.py").is_file() and (candidate / "models").is_dir():
             return candidate
     raise BuildError(f"not inside a modelbuild project (no dodo.py and models/ above {here})")
+
+
+def project_of(args) -> Project:
+    """The project of a command: ``--project DIR``, else found upwards from here. Targets
+    the project registers (``[tool.modelbuild] targets``) are loaded with it."""
+    from ..core import settings
+
+    root = Path(args.project).resolve() if args.project else find_root()
+    registry.load_project_targets(root, settings.read(root).get("targets"))
+    return Project(root)
+
+
+def workloads_of(args) -> tuple[Project, TargetSpec, dict]:
+    """(project, target spec, name -> PrimFunc) for the command's model, partitioned."""
+    project = project_of(args)
+    spec = registry.resolve(args.target)
+    return project, spec, load_workloads(project, args.model, spec.name)
+
+
+def require(model: str, funcs: dict, names) -> None:
+    """A clear error for workload names the model does not have."""
+    missing = sorted(set(names) - set(funcs))
+    if missing:
+        raise BuildError(f"model '{model}' has no workload '{', '.join(missing)}'",
+                         hint=f"`python -m modelbuild inspect {model}` lists them")

@@ -65,10 +65,6 @@ class ModelLayout:
     def python_record(self, workload: str) -> Path:
         return self.records_dir / f"{workload}.py"
 
-    def record_files(self, workload: str) -> list[Path]:
-        """The record files of a workload that exist (a build needs at most one)."""
-        return [p for p in (self.record(workload), self.python_record(workload)) if p.is_file()]
-
     def variants_dir(self, workload: str) -> Path:
         return self.records_dir / "variants" / workload
 

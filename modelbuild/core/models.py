@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import toml
 from .errors import BuildError
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -55,8 +55,8 @@ def _resolve_onnx(ref: str, declaration: Path) -> Path:
 
 def _from_toml(path: Path) -> ModelSpec:
     try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        data = toml.loads(path.read_text())
+    except (toml.DecodeError, UnicodeDecodeError) as err:
         raise BuildError(f"not a valid model declaration: {err}", file=path) from None
     unknown = set(data) - {"onnx", "inputs", "description"}
     if unknown:

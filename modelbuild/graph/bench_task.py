@@ -7,19 +7,18 @@ as a table. Loading the task stays cheap: TVM is imported only when it runs.
 
 from __future__ import annotations
 
-import sys
-
 from doit.task import Task, dict_to_task
 
-from . import tasks
-from .layout import Project
+from ..core.layout import Project
+from .actions import invalid, step
 
 
 def run(project: Project, model: str, target: str, runs: int, warmup: int) -> None:
     from rich.console import Console
 
-    from . import benchmark, manifest
-    from .errors import BuildError
+    from ..core import manifest
+    from ..core.errors import BuildError
+    from ..measure import benchmark
 
     console = Console(highlight=False, soft_wrap=True)
     layout = project.model(model)
@@ -39,21 +38,20 @@ def run(project: Project, model: str, target: str, runs: int, warmup: int) -> No
     console.print(f"saved {layout.benchmark}")
 
 
-def _int_var(name: str, default: int, minimum: int) -> int:
-    from doit import get_var
-
-    text = get_var(name, str(default))
+def int_var(var, name: str, default: int, minimum: int) -> int:
+    """A whole-number doit variable (``runs=10``); a clear load-time error otherwise."""
+    text = var(name, str(default))
     if not text.isdigit() or int(text) < minimum:
-        raise tasks.invalid(f"{name}={text}: expected a whole number >= {minimum}")
+        raise invalid(f"{name}={text}: expected a whole number >= {minimum}")
     return int(text)
 
 
-def bench_task(ctx, model: str, runs: int, warmup: int) -> Task:
-    layout = ctx.project.model(model)
+def bench_task(project: Project, model: str, target: str, runs: int, warmup: int) -> Task:
+    layout = project.model(model)
     task = dict_to_task({
         "name": f"bench:{model}",
         "doc": f"benchmark {layout.library}",
-        "actions": [(tasks.step, [run, ctx.project, model, ctx.target.name, runs, warmup])],
+        "actions": [(step, [run, project, model, target, runs, warmup])],
         "task_dep": [f"build:{model}"],
         "file_dep": [str(layout.library)],
         "uptodate": [False],
@@ -61,14 +59,3 @@ def bench_task(ctx, model: str, runs: int, warmup: int) -> Task:
     })
     task.subtask_of = "bench"
     return task
-
-
-def task_bench():
-    """Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> build/<model>/bench.json."""
-    ctx = tasks.context()
-    tasks.check_requested(sys.argv[1:], ctx, ("bench",))
-    runs, warmup = _int_var("runs", 10, 1), _int_var("warmup", 2, 0)
-    yield {"basename": "bench", "name": None, "doc": task_bench.__doc__,
-           "task_dep": [f"bench:{m}" for m in ctx.models]}
-    for m in ctx.models:
-        yield bench_task(ctx, m, runs, warmup)

@@ -21,14 +21,14 @@ event: ``hit|miss|corrupt <kind> <key>``), read for the summary and by
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import atomic
-from .layout import Project
+from ..core import atomic, settings
+from ..core.digest import bytes_digest
+from ..core.layout import Project
 
 ENV = "MODELBUILD_CACHE"
 _MAGIC = b"modelbuild-cache/1"
@@ -40,25 +40,14 @@ def location(project: Project) -> Path:
     configured = os.environ.get(ENV)
     if configured:
         return Path(configured).expanduser()
-    pyproject = project.root / "pyproject.toml"
-    if pyproject.is_file():
-        import tomllib
-
-        try:
-            table = tomllib.loads(pyproject.read_text()).get("tool", {}).get("modelbuild", {})
-        except tomllib.TOMLDecodeError:
-            table = {}
-        if "cache-dir" in table:
-            return project.root / Path(table["cache-dir"]).expanduser()
+    table = settings.read(project.root)
+    if "cache-dir" in table:
+        return project.root / Path(str(table["cache-dir"])).expanduser()
     return project.build_dir / ".cache"
 
 
 def events_file(project: Project) -> Path:
     return project.build_dir / ".cache-events"
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -93,26 +82,33 @@ class Cache:
         header, _, payload = raw.partition(b"\n")
         parts = header.split(b" ")
         intact = (len(parts) == 3 and parts[0] == _MAGIC and parts[2] == str(len(payload)).encode()
-                  and parts[1].decode(errors="replace") == digest(payload))
+                  and parts[1].decode(errors="replace") == bytes_digest(payload))
         return True, payload if intact else None
 
     def get(self, kind: str, key: str) -> bytes | None:
         """The entry's payload, or None when absent or corrupt (a corrupt one is removed)."""
         exists, payload = self.peek(kind, key)
-        path = self.path(kind, key)
         if exists and payload is None:
-            self.log("corrupt", kind, key)
-            path.unlink(missing_ok=True)
+            self.discard_corrupt(kind, key)
         elif payload is not None:
-            try:
-                os.utime(path)  # recently used: prune removes the least recently used first
-            except OSError:
-                pass
+            self.touch(kind, key)
         return payload
+
+    def touch(self, kind: str, key: str) -> None:
+        """Mark an entry recently used: prune removes the least recently used first."""
+        try:
+            os.utime(self.path(kind, key))
+        except OSError:
+            pass
+
+    def discard_corrupt(self, kind: str, key: str) -> None:
+        """Report a damaged entry (the build's summary says so) and remove it."""
+        self.log("corrupt", kind, key)
+        self.path(kind, key).unlink(missing_ok=True)
 
     def put(self, kind: str, key: str, payload: bytes) -> None:
         path = self.path(kind, key)
-        header = b"%s %s %d\n" % (_MAGIC, digest(payload).encode(), len(payload))
+        header = b"%s %s %d\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload))
         atomic.write_bytes(path, header + payload)
 
     # -- maintenance ------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""A build step whose output is found by content: up to date, restored from the
-cache, or built and stored.
+"""A build step whose output is found by content: current, restored from the cache, or built.
 
 doit keys its state by task name, so going back to an earlier record would
 rebuild under doit alone. Steps here decide for themselves, from the digest
-of their inputs (fingerprint.py): doit asks ``Uptodate`` (in the main
-process, once the step's upstream tasks ran), which says yes when the output
-is current or was just restored from the cache; otherwise doit runs
-``build``, which compiles and fills the cache.
+of their inputs (fingerprint.py). ``Step.decide`` is the one decision: doit's
+``uptodate`` check (``Uptodate``, in the main process once the step's upstream
+tasks ran) acts on it, restoring the output when the cache has it, and
+``python -m modelbuild why`` reports it without acting. When the answer is
+"run", doit runs ``build``, which compiles and fills the cache.
 """
 
 from __future__ import annotations
@@ -15,11 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import atomic, fingerprint
-from .cache import Cache, digest
+from ..core import atomic
+from ..core.digest import bytes_digest
+from . import fingerprint
+from .cache import Cache
 
-# Names of the tasks whose output this process restored from the cache (for the reporter).
-restored: set[str] = set()
+CURRENT, RESTORE, RUN = "current", "restore", "run"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the next build does with a step, and what it knows on the way."""
+
+    action: str                  # CURRENT, RESTORE or RUN
+    inputs: dict | None          # the step's inputs now (None: an input file is missing)
+    payload: bytes | None = None  # RESTORE: the cached output
+    corrupt: bool = False        # RUN: the cache had an entry, but it is damaged
 
 
 @dataclass(frozen=True)
@@ -38,41 +49,69 @@ class Step:
         except FileNotFoundError:
             return None
 
-    def restore(self, inputs: dict) -> bool:
-        """Put the cached output for ``inputs`` in place; False when there is none."""
+    def decide(self) -> Decision:
+        """Current (output matches its stamp and the inputs), restore (the cache has the
+        output for these inputs) or run. Reads only: nothing is written or logged."""
+        inputs = self.current_inputs()
+        if inputs is None:
+            return Decision(RUN, None)
+        if fingerprint.is_current(self.output, inputs):
+            return Decision(CURRENT, inputs)
+        exists, payload = self.cache.peek(self.kind, fingerprint.key(inputs))
+        if payload is not None:
+            return Decision(RESTORE, inputs, payload)
+        return Decision(RUN, inputs, corrupt=exists)
+
+    def restore(self, inputs: dict, payload: bytes) -> None:
+        """Put the cached ``payload`` for ``inputs`` in place, with its stamp."""
         key = fingerprint.key(inputs)
-        payload = self.cache.get(self.kind, key)
-        if payload is None:
-            return False
         atomic.write_bytes(self.output, payload)
-        fingerprint.write_stamp(self.output, inputs, digest(payload))
+        fingerprint.write_stamp(self.output, inputs, bytes_digest(payload))
+        self.cache.touch(self.kind, key)
         self.cache.log("hit", self.kind, key)
-        restored.add(self.task)
-        return True
 
     def build(self, compute: Callable, *args) -> None:
         """The task's action: restore if another process filled the entry meanwhile,
         else ``compute(*args)`` (which writes the output) and store the result."""
         inputs = self.inputs()
-        if self.restore(inputs):
+        key = fingerprint.key(inputs)
+        payload = self.cache.get(self.kind, key)
+        if payload is not None:
+            self.restore(inputs, payload)
             return
-        self.cache.log("miss", self.kind, fingerprint.key(inputs))
+        self.cache.log("miss", self.kind, key)
         compute(*args)
         payload = self.output.read_bytes()
         if self.inputs() != inputs:
             return  # an input was edited while building: no stamp, no entry; next run rebuilds
-        self.cache.put(self.kind, fingerprint.key(inputs), payload)
-        fingerprint.write_stamp(self.output, inputs, digest(payload))
+        self.cache.put(self.kind, key, payload)
+        fingerprint.write_stamp(self.output, inputs, bytes_digest(payload))
+
+
+FROM_CACHE = "modelbuild_from_cache"  # set on a doit Task whose output was restored
+
+
+def restored_from_cache(task) -> bool:
+    """Whether the uptodate check of this doit task restored its output from the cache."""
+    return bool(getattr(task, FROM_CACHE, False))
 
 
 @dataclass(frozen=True)
 class Uptodate:
-    """doit ``uptodate`` check of a Step (no arguments: doit passes none)."""
+    """doit ``uptodate`` check of a Step: acts on ``Step.decide``. doit passes the task
+    (its first parameter is named ``task``), which is marked when its output was restored
+    from the cache, for the reporter."""
 
     step: Step
 
-    def __call__(self) -> bool:
-        inputs = self.step.current_inputs()
-        if inputs is None:
-            return False
-        return fingerprint.is_current(self.step.output, inputs) or self.step.restore(inputs)
+    def __call__(self, task) -> bool:
+        decision = self.step.decide()
+        if decision.action == CURRENT:
+            return True
+        if decision.action == RESTORE:
+            self.step.restore(decision.inputs, decision.payload)
+            setattr(task, FROM_CACHE, True)
+            return True
+        if decision.corrupt:
+            self.step.cache.discard_corrupt(self.step.kind, fingerprint.key(decision.inputs))
+        return False

@@ -9,42 +9,40 @@ every workload on every run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from . import atomic, records
-from .errors import BuildError
+from ..core import atomic
+from ..core.digest import bytes_digest, file_digest
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..schedules import records
+from ..schedules.active import CONFLICT, DEFAULT, PYTHON, Active, active
 
 
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def record_identity(record_files: list[Path], name: str) -> dict:
+def record_identity(record: Active) -> dict:
     """What of a workload's record decides the schedule: its meaning, not its formatting.
 
     A record that does not parse is identified by its bytes: the build will
     fail on it, and must not find it in the cache.
     """
-    present = [p for p in record_files if p.is_file()]
-    if not present:
+    if record.kind == DEFAULT:
         return {"kind": "default"}
-    if len(present) > 1:
-        return {"kind": "conflict", "files": [str(p) for p in present]}
-    path = present[0]
-    if path.suffix == ".py":
+    if record.kind == CONFLICT:
+        return {"kind": "conflict", "files": [str(p) for p in record.files]}
+    path = record.path
+    if record.kind == PYTHON:
         return {"kind": "python", "file": str(path), "sha256": file_digest(path)}
     try:
-        canonical = records.load(path, expected_workload=name).canonical()
+        canonical = records.load(path, expected_workload=record.workload).canonical()
     except BuildError:
         return {"kind": "invalid", "file": str(path), "sha256": file_digest(path)}
     return {"kind": "json", "file": str(path), "canonical": canonical}
 
 
-def lower_inputs(config: dict, workload_file: Path, record_files: list[Path], name: str) -> dict:
-    return {"step": "lower", "config": config, "workload": file_digest(workload_file),
-            "record": record_identity(record_files, name)}
+def lower_inputs(config: dict, layout: ModelLayout, name: str) -> dict:
+    return {"step": "lower", "config": config, "workload": file_digest(layout.workload(name)),
+            "record": record_identity(active(layout, name))}
 
 
 def codegen_inputs(config: dict, lowered_file: Path, name: str,
@@ -64,7 +62,7 @@ def key(inputs: dict) -> str:
         return value
 
     text = json.dumps(strip(inputs), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return bytes_digest(text.encode())
 
 
 # -- stamps: what the output beside them was built from ----------------------------

@@ -11,16 +11,16 @@ Nothing is written: no cache restore, no doit state change. TVM is not imported.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import manifest as manifest_mod
+from ..core.digest import bytes_digest, file_digest
+from ..core.layout import Project
+from ..schedules.active import active
 from . import fingerprint
-from . import manifest as manifest_mod
-from .cache import Cache, digest
-from .layout import Project
-
-RUN, RESTORE = "run", "restore"
+from .cached_step import CURRENT, RESTORE, RUN
+from .tasks import codegen_step, load_context, lower_step, partition_task, unit_tasks
 
 
 @dataclass
@@ -157,22 +157,16 @@ def _file_reasons(status) -> list[str]:
     return out
 
 
-def explain(project: Project, model: str, target_name: str | None = None) -> list[Verdict]:
-    """What `doit build:<model> [target=...]` would do, task by task (only tasks that act)."""
-    # doit's state names files as the build's tasks do: relative to the project root.
-    previous = os.getcwd()
-    os.chdir(project.root)
-    try:
-        return _explain(Project(Path(".")), model, target_name)
-    finally:
-        os.chdir(previous)
+def explain(root: Path, model: str, target_name: str | None = None) -> list[Verdict]:
+    """What `doit build:<model> [target=...]` would do, task by task (only tasks that act).
 
-
-def _explain(project: Project, model: str, target_name: str | None) -> list[Verdict]:
-    from . import models, targets
-    from .tasks import Context, link_config_of, partition_task, unit_tasks
-
-    ctx = Context(project, models.discover(project.models_dir), targets.resolve(target_name))
+    Runs where doit runs the build, in the project root (``root`` is that directory:
+    doit's state names files relative to it): the caller is there. The decisions are
+    the build's own: doit's status of partition and link (read only), and each cached
+    step's ``Step.decide``.
+    """
+    ctx = load_context(root, target_name)
+    project = ctx.project
     layout = project.model(model)
     verdicts: list[Verdict] = []
 
@@ -195,30 +189,26 @@ def _explain(project: Project, model: str, target_name: str | None) -> list[Verd
                                 ["the workloads are known once partition has run"]))
         return verdicts
 
-    store = Cache(Cache.of(project).root)  # read only: no event log
-    suffix = ctx.target.artifact_suffix
     objects_change = 0
     for w in man.workloads:
-        records = [layout.record(w.name), layout.python_record(w.name)]
-        try:
-            low_in = fingerprint.lower_inputs(ctx.config_for("lower"), layout.workload(w.name),
-                                              records, w.name)
-        except FileNotFoundError:
-            verdicts.append(Verdict(f"lower:{model}/{w.name}", RUN, ["workload file missing"]))
-            continue
-        lowered = layout.lowered(w.name)
         lower_task = f"lower:{model}/{w.name}"
-        if fingerprint.is_current(lowered, low_in):
-            lowered_digest, upstream = fingerprint.file_digest(lowered), lower_task
+        lowered = lower_step(ctx, model, w.name)
+        low = lowered.decide()
+        if low.inputs is None:
+            verdicts.append(Verdict(lower_task, RUN, ["workload file missing"]))
+            continue
+        record_path = active(layout, w.name).path or layout.record(w.name)
+        if low.action == CURRENT:
+            lowered_digest, upstream = file_digest(lowered.output), lower_task
         else:
-            present = next((p for p in records if p.is_file()), layout.record(w.name))
-            why_lower = step_changes(fingerprint.read_stamp(lowered), low_in, lowered, present, "")
-            exists, payload = store.peek("lowered", fingerprint.key(low_in))
-            if payload is None:
-                if exists:
+            why_lower = step_changes(fingerprint.read_stamp(lowered.output), low.inputs,
+                                     lowered.output, record_path, "")
+            if low.action == RUN:
+                if low.corrupt:
                     why_lower.append("its cache entry is corrupt: rebuilt")
                 verdicts.append(Verdict(lower_task, RUN, why_lower))
-                old_cg = (fingerprint.read_stamp(layout.object(w.name, suffix)) or {}).get("inputs", {})
+                old_cg = (fingerprint.read_stamp(codegen_step(ctx, model, w.name).output)
+                          or {}).get("inputs", {})
                 verdicts.append(Verdict(f"codegen:{model}/{w.name}", RUN,
                                         [f"upstream output changed ({lower_task} will run)",
                                          *config_changes(old_cg.get("config"),
@@ -226,23 +216,22 @@ def _explain(project: Project, model: str, target_name: str | None) -> list[Verd
                 objects_change += 1
                 continue
             verdicts.append(Verdict(lower_task, RESTORE, why_lower))
-            lowered_digest = digest(payload)
+            lowered_digest = bytes_digest(low.payload)
             upstream = f"{lower_task} restored from the cache"
-        obj = layout.object(w.name, suffix)
-        cg_in = fingerprint.codegen_inputs(ctx.config_for("codegen"), lowered, w.name,
-                                           lowered_digest)
-        if fingerprint.is_current(obj, cg_in):
+        # codegen, as it will see the lowered TIR once lower is current or restored
+        compiled = codegen_step(ctx, model, w.name, lowered_digest)
+        cg = compiled.decide()
+        if cg.action == CURRENT:
             continue
-        why_cg = step_changes(fingerprint.read_stamp(obj), cg_in, obj, None, upstream)
-        exists, payload = store.peek("object", fingerprint.key(cg_in))
+        why_cg = step_changes(fingerprint.read_stamp(compiled.output), cg.inputs,
+                              compiled.output, None, upstream)
         objects_change += 1
-        if payload is None and exists:
+        if cg.corrupt:
             why_cg.append("its cache entry is corrupt: rebuilt")
-        verdicts.append(Verdict(f"codegen:{model}/{w.name}",
-                                RUN if payload is None else RESTORE, why_cg))
+        verdicts.append(Verdict(f"codegen:{model}/{w.name}", cg.action, why_cg))
 
     # link: doit decides from the objects' content; predict from what changes upstream.
-    link = next(t for t in unit_tasks(ctx, model) if t.name == f"link:{model}")
+    link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
     status = _doit_status(project, link)
     reasons = []
     if objects_change:
@@ -253,7 +242,7 @@ def _explain(project: Project, model: str, target_name: str | None) -> list[Verd
         reasons += _file_reasons(status)
         if status is not None and status.reasons.get("uptodate_false"):
             old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
-            reasons += config_changes(old, link_config_of(ctx), "link") or ["settings changed"]
+            reasons += config_changes(old, ctx.link_config(), "link") or ["settings changed"]
     if reasons:
         verdicts.append(Verdict(f"link:{model}", RUN, reasons))
     return verdicts

@@ -17,11 +17,18 @@ from pathlib import Path
 from doit.reporter import ConsoleReporter
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from . import cache, cached_step
-from . import manifest as manifest_mod
-from .layout import Project
+from ..core import manifest as manifest_mod
+from ..core.layout import Project
+from . import cache
+from .cached_step import restored_from_cache
 
 _KINDS = ("partition", "lower", "codegen", "link")
 
@@ -33,7 +40,7 @@ def _model_of(task_name: str) -> str | None:
 
 class ModelbuildReporter(ConsoleReporter):
     desc = "modelbuild console output with progress and summary"
-    show_uptodate = True  # watch mode turns the "-- task" lines off
+    show_uptodate = True  # a "-- task" line for each task that was up to date
 
     def __init__(self, outstream, options):
         super().__init__(outstream, options)
@@ -59,7 +66,6 @@ class ModelbuildReporter(ConsoleReporter):
 
     def initialize(self, tasks, selected_tasks):
         cache.start_run(self.project)
-        cached_step.restored.clear()
         for name in selected_tasks:
             model = _model_of(name)
             if model:
@@ -106,7 +112,7 @@ class ModelbuildReporter(ConsoleReporter):
     def skip_uptodate(self, task):
         if task.name[0] != "_" and task.actions:
             self.uptodate += 1
-            from_cache = task.name in cached_step.restored
+            from_cache = restored_from_cache(task)
             self.from_cache += from_cache
             if self.show_uptodate:
                 self.write(f"-- {task.title()}{'  (from cache)' if from_cache else ''}\n")
@@ -145,3 +151,10 @@ class ModelbuildReporter(ConsoleReporter):
             self.console.print(f"  [red]failed[/red] {escape(result['task'].name)}: "
                                f"{escape(first[0])}")
         sys.stdout.flush()
+
+
+class WatchReporter(ModelbuildReporter):
+    """Watch mode's: a line per rebuilt task is enough, no line per up-to-date one."""
+
+    desc = "modelbuild console output for watch mode"
+    show_uptodate = False

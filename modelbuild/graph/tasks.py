@@ -2,35 +2,43 @@
 
 Per model M:  partition:M -> lower:M/<w> -> codegen:M/<w> -> link:M, and build:M.
 The workload list comes from partition's manifest, so under ``doit run`` the
-per-workload tasks are created once partition:M has been processed (doit's
-delayed task creation, one loader per model: building one model never
-partitions another). Commands that only inspect (``doit list``, ``clean``,
-``forget``) see the tasks of every model that has a manifest.
+per-workload tasks are created once partition:M has been processed: ``link:M``
+stands for them until then (doit's delayed task creation, one loader per model:
+building one model never partitions another). Commands that do not execute
+tasks (``doit list``, ``clean``, ``forget``) call the delayed creators
+``task_lower`` and ``task_codegen`` at once (doit's rule for a creator marked
+``create_after``), which list the workloads of every model that has a manifest.
 
-Loading tasks must stay cheap: no TVM import here.
+A ``BuildGraph`` is made per doit invocation, by dodo.py, from what that
+invocation was given: the project root, the ``target=`` variable, the task names
+asked for. Loading tasks must stay cheap: no TVM import here.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
-from doit.exceptions import TaskFailed
 from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
-from . import codegen, fingerprint, link, lower, partition
-from . import manifest as manifest_mod
+from ..core import manifest as manifest_mod
+from ..core import models, settings
+from ..core.errors import BuildError
+from ..core.layout import Project
+from ..core.models import ModelSpec
+from ..core.passes import PASSES
+from ..schedules.active import active
+from ..steps import codegen, link, lower, partition
+from ..targets import registry
+from ..targets.registry import TargetSpec
+from . import bench_task, code, fingerprint
+from .actions import invalid, step
 from .cache import Cache
 from .cached_step import Step, Uptodate
-from .errors import BuildError
-from .layout import Project
-from .models import ModelSpec
-from .targets import TargetSpec
 
 # Bump when an artifact's format or how it is made changes: every task reruns.
 ARTIFACT_VERSION = 1
@@ -41,50 +49,13 @@ DOCS = {
     "codegen": "Compile one scheduled workload to an object file.",
     "link": "Link a model's objects and graph into build/<model>/<model>.so.",
     "build": "Build a model's library: doit build:<model> [target=llvm].",
+    "bench": "Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> "
+             "build/<model>/bench.json.",
 }
+BASENAMES = ("partition", "lower", "codegen", "link", "build")
 
 
-# The modelbuild modules whose code decides each step's output: editing one
-# reruns that step (the build tool's own version is an input, as in Bazel).
-# The target's own hooks (its entry's ``sources``) are added to every step.
-STEP_SOURCES = {
-    "partition": ("partition.py", "provenance.py", "manifest.py", "workloads.py", "toolchain.py",
-                  "models.py", "targets.py"),
-    "lower": ("lower.py", "records.py", "workloads.py", "python_schedule.py", "fingerprint.py",
-              "targets.py"),
-    "codegen": ("codegen.py", "toolchain.py", "targets.py", "fingerprint.py"),
-    "link": ("link.py", "toolchain.py", "targets.py"),
-}
-
-
-@functools.lru_cache(maxsize=None)
-def _code_digest(files: tuple[str, ...]) -> str:
-    here = Path(__file__).parent
-    digest = hashlib.sha256()
-    for name in files:
-        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _clean_with_stamp(task) -> None:
-    """doit clean: remove a cached step's outputs and their stamps (the cache keeps its copy)."""
-    for target in task.targets:
-        for path in (Path(target), fingerprint.stamp_path(Path(target))):
-            if path.is_file():
-                print(f"{task.name} - removing file '{path}'")
-                path.unlink()
-
-
-def step(fn, *args):
-    """Run one build step; a BuildError becomes a clean task failure (no traceback)."""
-    try:
-        fn(*args)
-    except BuildError as err:
-        return TaskFailed(str(err))
-    return None
-
-
-def _tvm_version() -> str:
+def tvm_version() -> str:
     try:
         return importlib.metadata.version("apache-tvm")
     except importlib.metadata.PackageNotFoundError:
@@ -104,20 +75,58 @@ class Context:
         """Every non-file input that changes an artifact: declared via config_changed."""
         return {
             "artifact_version": ARTIFACT_VERSION,
-            "tvm": _tvm_version(),
+            "tvm": tvm_version(),
             "target": self.target.key(),
-            "passes": list(partition.PASSES),
+            "passes": list(PASSES),
         }
 
-    def config_for(self, step: str) -> dict:
+    def config_for(self, step_name: str) -> dict:
         """The config of one kind of step, including the digest of the code that runs it."""
-        return {**self.config, "code": _code_digest(STEP_SOURCES[step] + self.target.sources)}
+        sources = code.step_sources(step_name, self.target.sources)
+        return {**self.config, "code": code.digest(sources)}
 
+    def link_config(self) -> dict:
+        return {**self.config_for("link"), "cc": _compiler_or_none()}
+
+
+def load_context(root: Path, target: str | None) -> Context:
+    """The project at ``root`` (its models, its registered targets) and the target chosen."""
+    table = settings.read(root)
+    registry.load_project_targets(root, table.get("targets"))
+    # Paths stay relative to the project root, where doit runs: a moved project keeps its
+    # state (doit's keys are the paths as given).
+    project = Project(Path("."))
+    return Context(project, models.discover(project.models_dir), registry.resolve(target))
+
+
+def _compiler_or_none() -> str:
+    from ..targets.toolchain import compiler
+
+    try:
+        return compiler()
+    except BuildError:
+        return "none"
+
+
+# -- the tasks of one model -------------------------------------------------------
 
 def _subtask(basename: str, name: str, **fields) -> Task:
     task = dict_to_task({"name": f"{basename}:{name}", **fields})
     task.subtask_of = basename
     return task
+
+
+def _remove_outputs(paths, task=None) -> None:
+    """doit clean: remove a step's outputs and their stamps (the cache keeps its copy)."""
+    for target in paths if paths is not None else task.targets:
+        for path in (Path(target), fingerprint.stamp_path(Path(target))):
+            if path.is_file():
+                print(f"{task.name if task else ''} - removing file '{path}'")
+                path.unlink()
+
+
+def _clean_with_stamp(task) -> None:
+    _remove_outputs(None, task)
 
 
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
@@ -134,76 +143,83 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     )
 
 
-def unit_tasks(ctx: Context, model: str):
-    """lower, codegen and link tasks of one model, from its manifest."""
+def lower_step(ctx: Context, model: str, workload: str) -> Step:
+    layout = ctx.project.model(model)
+    return Step(f"lower:{model}/{workload}", "lowered", Cache.of(ctx.project),
+                layout.lowered(workload),
+                functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
+                                  workload))
+
+
+def codegen_step(ctx: Context, model: str, workload: str,
+                 lowered_digest: str | None = None) -> Step:
+    """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction)."""
+    layout = ctx.project.model(model)
+    return Step(f"codegen:{model}/{workload}", "object", Cache.of(ctx.project),
+                layout.object(workload, ctx.target.artifact_suffix),
+                functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
+                                  layout.lowered(workload), workload, lowered_digest))
+
+
+def _lower(layout, name: str, target: TargetSpec) -> None:
+    """The lower action: the record is looked up when the step runs, not when tasks load."""
+    lower.run(layout.workload(name), active(layout, name), layout.lowered(name), target, name)
+
+
+def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
+    """The lower, codegen and link tasks of one model, from its manifest."""
     layout = ctx.project.model(model)
     man = manifest_mod.read(layout.manifest)
     if man is None:
         raise BuildError(f"no manifest for model '{model}' at {layout.manifest}",
                          hint=f"run `doit partition:{model}` first")
-    cache = Cache.of(ctx.project)
     objects = []
     for w in man.workloads:
-        present = layout.record_files(w.name)
-        record_files = [layout.record(w.name), layout.python_record(w.name)]
-        lowered = Step(f"lower:{model}/{w.name}", "lowered", cache, layout.lowered(w.name),
-                       functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"),
-                                         layout.workload(w.name), record_files, w.name))
+        record = active(layout, w.name)
+        lowered = lower_step(ctx, model, w.name)
+        if "lower" in kinds:
+            yield _subtask(
+                "lower", f"{model}/{w.name}",
+                doc=f"apply {record.path or 'the default schedule'} to {w.name}",
+                actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])],
+                targets=[str(layout.lowered(w.name))],
+                uptodate=[Uptodate(lowered)],
+                clean=[_clean_with_stamp],
+            )
+        compiled = codegen_step(ctx, model, w.name)
+        if "codegen" in kinds:
+            yield _subtask(
+                "codegen", f"{model}/{w.name}",
+                doc=f"compile {w.name} for {ctx.target.name}",
+                actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
+                                 compiled.output, ctx.target, w.name])],
+                task_dep=[f"lower:{model}/{w.name}"],
+                targets=[str(compiled.output)],
+                uptodate=[Uptodate(compiled)],
+                clean=[_clean_with_stamp],
+            )
+        objects.append(compiled.output)
+    if "link" in kinds:
+        graph = [layout.graph_dir / name for name in man.graph_objects]
+        link_config = ctx.link_config()
         yield _subtask(
-            "lower", f"{model}/{w.name}",
-            doc=f"apply {present[0] if present else 'the default schedule'} to {w.name}",
-            actions=[(step, [lowered.build, lower.run, layout.workload(w.name), record_files,
-                             layout.lowered(w.name), ctx.target, w.name])],
-            targets=[str(layout.lowered(w.name))],
-            uptodate=[Uptodate(lowered)],
+            "link", model,
+            doc=f"link {layout.library}",
+            actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
+                     (fingerprint.write_stamp, [layout.library, link_config, None])],
+            file_dep=[str(p) for p in [*objects, *graph]],
+            targets=[str(layout.library)],
+            uptodate=[config_changed(link_config)],
             clean=[_clean_with_stamp],
         )
-        artifact = layout.object(w.name, ctx.target.artifact_suffix)
-        compiled = Step(f"codegen:{model}/{w.name}", "object", cache, artifact,
-                        functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
-                                          layout.lowered(w.name), w.name))
-        yield _subtask(
-            "codegen", f"{model}/{w.name}",
-            doc=f"compile {w.name} for {ctx.target.name}",
-            actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
-                             artifact, ctx.target, w.name])],
-            task_dep=[f"lower:{model}/{w.name}"],
-            targets=[str(artifact)],
-            uptodate=[Uptodate(compiled)],
-            clean=[_clean_with_stamp],
-        )
-        objects.append(artifact)
-    graph = [layout.graph_dir / name for name in man.graph_objects]
-    link_config = link_config_of(ctx)
-    yield _subtask(
-        "link", model,
-        doc=f"link {layout.library}",
-        actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
-                 (fingerprint.write_stamp, [layout.library, link_config, None])],
-        file_dep=[str(p) for p in [*objects, *graph]],
-        targets=[str(layout.library)],
-        uptodate=[config_changed(link_config)],
-        clean=[_clean_with_stamp],
-    )
-
-
-def link_config_of(ctx: Context) -> dict:
-    return {**ctx.config_for("link"), "cc": _compiler_or_none()}
-
-
-def _compiler_or_none() -> str:
-    from .toolchain import compiler
-
-    try:
-        return compiler()
-    except BuildError:
-        return "none"
 
 
 def link_placeholder(ctx: Context, model: str) -> Task:
     """Stands for link:<model> until partition:<model> ran; then creates the model's tasks."""
+    layout = ctx.project.model(model)
     loader = DelayedLoader(functools.partial(unit_tasks, ctx, model), executed=f"partition:{model}")
-    task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)")
+    task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)",
+                clean=[(_remove_outputs, [[str(layout.library)]])])
     task.subtask_of = "link"
     return task
 
@@ -232,48 +248,9 @@ def group(basename: str, task_dep=()) -> dict:
     return {"basename": basename, "name": None, "doc": DOCS[basename], "task_dep": list(task_dep)}
 
 
-# ---------------------------------------------------------------------------
-# Task creators, imported by dodo.py. doit calls them in the order of their
-# line numbers here, which task__mode relies on.
-
-_STATE = {"listing": False}
-_BASENAMES = ("partition", "lower", "codegen", "link", "build")
-
-
-@create_after()
-def task__mode():
-    """(internal) Runs at load time only for commands that do not execute tasks."""
-    # doit defers a delayed creator when it will run tasks, and calls it right
-    # away for list/clean/forget/...: so being called here means "listing".
-    _STATE["listing"] = True
-    yield from ()
-
-
-@functools.lru_cache(maxsize=None)
-def context(root: Path | None = None, target: str | None = None) -> Context:
-    from doit import get_var
-
-    from . import models, targets
-
-    project = Project(root or Path("."))  # relative: a moved project keeps its state
-    try:
-        found = models.discover(project.models_dir)
-        spec = targets.resolve(target or get_var("target", None))
-    except BuildError as err:
-        raise invalid(str(err)) from None
-    return Context(project, found, spec)
-
-
-def invalid(message: str):
-    """A load-time error for doit to print (it prefixes "ERROR: " itself)."""
-    from doit.exceptions import InvalidDodoFile
-
-    return InvalidDodoFile(message.removeprefix("error: "))
-
-
-def check_requested(argv: list[str], ctx: Context, basenames=_BASENAMES) -> None:
+def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
     """Name an unknown model clearly, instead of doit's generic 'invalid parameter'."""
-    for arg in argv:
+    for arg in requested:
         base, sep, rest = arg.partition(":")
         if not sep or base not in basenames or arg.startswith("-"):
             continue
@@ -286,39 +263,81 @@ def check_requested(argv: list[str], ctx: Context, basenames=_BASENAMES) -> None
                 "into the project")
 
 
-def task_partition():
-    """Import a model, fuse it into workloads (one TIR file each), build its graph."""
-    ctx = context()
-    import sys
+# -- the task creators dodo.py exposes ----------------------------------------------
 
-    check_requested(sys.argv[1:], ctx)
-    yield group("partition", [f"partition:{m}" for m in ctx.models])
-    for spec in ctx.models.values():
-        yield partition_task(ctx, spec)
+class BuildGraph:
+    """The task creators of one doit invocation, over the project at ``root``.
 
+    ``var(name, default)``: doit's command-line variables (``target=``, ``runs=``; dodo.py
+    passes ``doit.get_var``); ``requested``: the command-line arguments, so that an
+    unknown model in a task name is named clearly.
+    """
 
-def task_link():
-    """Link a model's objects and graph into build/<model>/<model>.so."""
-    ctx = context()
-    units: dict[str, list[Task]] = {}
-    if _STATE["listing"]:
+    def __init__(self, root: Path, var=None, requested=()):
+        self.root = Path(root)
+        self.var = var or (lambda name, default=None: default)
+        self.requested = list(requested)
+
+    @functools.cached_property
+    def context(self) -> Context:
+        try:
+            return load_context(self.root, self.var("target", None))
+        except BuildError as err:
+            raise invalid(str(err)) from None
+
+    def creators(self) -> dict:
+        """The ``task_*`` functions doit loads, by name."""
+        return {"task_partition": self.task_partition, "task_lower": self.task_lower,
+                "task_codegen": self.task_codegen, "task_link": self.task_link,
+                "task_build": self.task_build, "task_bench": self.task_bench}
+
+    def task_partition(self):
+        """Import a model, fuse it into workloads (one TIR file each), build its graph."""
+        ctx = self.context
+        check_requested(self.requested, ctx)
+        yield group("partition", [f"partition:{m}" for m in ctx.models])
+        for spec in ctx.models.values():
+            yield partition_task(ctx, spec)
+
+    def _partitioned_units(self, kind: str):
+        """The ``kind`` tasks of every model that has a manifest (for commands that list)."""
+        ctx = self.context
+        units = [t for m in ctx.models if manifest_mod.read(ctx.project.model(m).manifest)
+                 for t in unit_tasks(ctx, m, kinds=(kind,))]
+        yield group(kind, [t.name for t in units])
+        yield from units
+
+    @create_after()
+    def task_lower(self):
+        """Apply a workload's schedule record (schedules/<model>/<workload>.json or .py) to its TIR."""
+        yield from self._partitioned_units("lower")
+
+    @create_after()
+    def task_codegen(self):
+        """Compile one scheduled workload to an object file."""
+        yield from self._partitioned_units("codegen")
+
+    def task_link(self):
+        """Link a model's objects and graph into build/<model>/<model>.so."""
+        ctx = self.context
+        yield group("link", [f"link:{m}" for m in ctx.models])
         for m in ctx.models:
-            if manifest_mod.read(ctx.project.model(m).manifest) is not None:
-                units[m] = list(unit_tasks(ctx, m))
-    yield group("lower", [t.name for ts in units.values() for t in ts if t.subtask_of == "lower"])
-    yield group("codegen", [t.name for ts in units.values() for t in ts if t.subtask_of == "codegen"])
-    yield group("link", [f"link:{m}" for m in ctx.models])
-    for m in ctx.models:
-        if m in units:
-            yield from units[m]
-        else:
             yield link_placeholder(ctx, m)
 
+    def task_build(self):
+        """Build a model's library: doit build:<model> [target=llvm]."""
+        ctx = self.context
+        yield group("build", [f"build:{m}" for m in ctx.models])
+        for m in ctx.models:
+            yield build_task(ctx, m)
+            yield warm_task(ctx, m)
 
-def task_build():
-    """Build a model's library: doit build:<model> [target=llvm]."""
-    ctx = context()
-    yield group("build", [f"build:{m}" for m in ctx.models])
-    for m in ctx.models:
-        yield build_task(ctx, m)
-        yield warm_task(ctx, m)
+    def task_bench(self):
+        """Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> build/<model>/bench.json."""
+        ctx = self.context
+        check_requested(self.requested, ctx, ("bench",))
+        runs = bench_task.int_var(self.var, "runs", 10, 1)
+        warmup = bench_task.int_var(self.var, "warmup", 2, 0)
+        yield group("bench", [f"bench:{m}" for m in ctx.models])
+        for m in ctx.models:
+            yield bench_task.bench_task(ctx.project, m, ctx.target.name, runs, warmup)

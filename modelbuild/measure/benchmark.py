@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from . import atomic
+from ..core import atomic
 
 # on_progress(phase, done, total): phase is "warm-up", "timing" or "profiling".
 Progress = Callable[[str, int, int], None]
@@ -79,8 +79,8 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
     """Benchmark ``library`` (built from manifest ``man``); the result as bench.json has it.
 
     """
-    from .fingerprint import file_digest
-    from .measure import model_inputs, private_vm
+    from ..core.digest import file_digest
+    from .latency import model_inputs, private_vm
 
     if runs < 1 or warmup < 0:
         raise ValueError("runs must be at least 1 and warmup at least 0")

@@ -1,35 +1,9 @@
-"""Time one workload's kernel on this machine: default schedule against a record's."""
+"""Run a built library: random inputs for its model, a VirtualMachine over a private copy,
+end-to-end latency."""
 
 from __future__ import annotations
 
 import contextlib
-
-from .targets import TargetSpec
-
-
-def kernel_seconds(func, name: str, target_spec: TargetSpec, *, number: int = 5,
-                   repeat: int = 5) -> float:
-    """Best-of-``repeat`` mean run time of ``func`` compiled alone, on zero inputs."""
-    import numpy as np
-    import tvm
-
-    target = tvm.target.Target(target_spec.tvm_target)
-    lib = tvm.tirx.build(tvm.IRModule({name: func.with_attr("global_symbol", name)}), target=target)
-    args = [tvm.runtime.tensor(np.zeros([int(d) for d in p.shape], str(p.dtype))) for p in func.params]
-    timer = lib.time_evaluator(name, tvm.cpu(), number=number, repeat=repeat)
-    return float(min(timer(*args).results))
-
-
-def record_speedup(func, name: str, record, target_spec: TargetSpec) -> tuple[float, float]:
-    """(default seconds, scheduled seconds) measured side by side."""
-    import tvm
-
-    from .lower import apply_record
-    from .workloads import copy
-
-    scheduled = apply_record(copy(func), name, record, tvm.target.Target(target_spec.tvm_target))
-    return (kernel_seconds(copy(func), name, target_spec),
-            kernel_seconds(scheduled, name, target_spec))
 
 
 def model_inputs(manifest, seed: int = 0) -> list:

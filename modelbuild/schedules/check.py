@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError
-from .layout import ModelLayout
-from .targets import TargetSpec
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..targets.registry import TargetSpec
+from .active import record_files
 
 
 @dataclass
@@ -22,17 +23,10 @@ class Problem:
     message: str
 
 
-def record_files(layout: ModelLayout) -> list[Path]:
-    folder = layout.records_dir
-    if not folder.is_dir():
-        return []
-    return sorted([*folder.glob("*.json"), *folder.glob("*.py")])
-
-
 def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None) -> Problem | None:
     """None if the record at ``path`` builds; else what is wrong with it."""
     from . import python_schedule
-    from .lower import check_decisions, checked_record
+    from .apply import check_decisions, checked_record
 
     name = workload or path.stem
     if name not in funcs:

@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..targets.registry import TargetSpec
 from . import records
-from .errors import BuildError
-from .layout import ModelLayout
-from .targets import TargetSpec
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -28,10 +28,17 @@ class ImportReport:
     skipped: list[str] = field(default_factory=list)     # model workload with no valid record
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
     not_faster: list[str] = field(default_factory=list)  # measured no faster than the default
+    # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
+    timings: dict[str, dict] = field(default_factory=dict)
 
     @property
     def matched(self) -> int:
         return len(self.written) + len(self.unchanged)
+
+    def to_json(self) -> dict:
+        return {"written": self.written, "unchanged": self.unchanged, "skipped": self.skipped,
+                "not_faster": self.not_faster, "unmatched": self.unmatched,
+                "matched": self.matched, "timings": self.timings}
 
 
 def validate_files(work_dir: Path) -> None:
@@ -73,8 +80,8 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
     """
     import tvm_ffi
 
+    from ..core.workloads import normalize, structural_hash
     from .records import plain
-    from .workloads import normalize, structural_hash
 
     db = _open(work_dir)
     report = ImportReport()
@@ -97,11 +104,13 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
             plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
             source, model)
         if keep_if_faster is not None:
-            from .measure import record_speedup
+            from .timing import record_speedup
 
             default, scheduled = record_speedup(func, name, record, keep_if_faster)
+            report.timings[name] = {"default_ms": round(default * 1e3, 6),
+                                    "record_ms": round(scheduled * 1e3, 6)}
             if scheduled >= default:
-                report.not_faster.append(f"{name} ({scheduled * 1e3:.3f} >= {default * 1e3:.3f} ms)")
+                report.not_faster.append(name)
                 continue
         path = layout.record(name)
         text = records.format_record(record)
@@ -143,7 +152,7 @@ def export_database(model_records: list[records.Record], funcs: dict, out_dir: P
     """Write the records as a MetaSchedule JSONDatabase in ``out_dir``; returns how many."""
     from tvm.s_tir import meta_schedule as ms
 
-    from .workloads import normalize
+    from ..core.workloads import normalize
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in (WORKLOAD_FILE, RECORD_FILE):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from .errors import BuildError, summarize
+from ..core.errors import BuildError, summarize
 
 HINT = "fix the schedule function, or delete the file to use TVM's default schedule"
 
@@ -55,7 +55,7 @@ def apply(func, name: str, path: Path):
     import tvm
     from tvm.s_tir import Schedule
 
-    from .workloads import copy, normalize
+    from ..core.workloads import copy, normalize
 
     fn = load(path, name)
     sch = Schedule(normalize(func), error_render_level="detail")

@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import atomic
-from .errors import BuildError
-from .targets import TargetSpec
+from ..core import atomic
+from ..core.errors import BuildError
+from ..targets.registry import TargetSpec
 
 FORMAT = "modelbuild.record/1"
 REQUIRED = ("format", "workload", "workload_hash", "target", "trace")

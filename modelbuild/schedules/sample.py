@@ -7,8 +7,8 @@ measurement: this is how a user makes B2, B3 ... for one workload.
 
 from __future__ import annotations
 
+from ..targets.registry import TargetSpec
 from .records import Record, plain
-from .targets import TargetSpec
 
 
 def tuning_target(target_spec: TargetSpec) -> dict:
@@ -27,7 +27,7 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
-    from .workloads import normalize, structural_hash
+    from ..core.workloads import normalize, structural_hash
 
     mod = normalize(func)
     target = tvm.target.Target(tuning_target(target_spec))

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..core.manifest import Manifest
 from . import records, variants
-from .errors import BuildError
-from .layout import ModelLayout
-from .manifest import Manifest
+from .active import CONFLICT, DEFAULT, PYTHON, active
 
 
 @dataclass
 class Row:
     workload: str
-    status: str            # none / tuned / sampled / hand / python / stale / invalid
+    status: str            # none / tuned / sampled / hand / python / stale / invalid / conflict
     run_secs: float | None
     record: str | None     # path of the active record file
     variant: int | None    # which sampled variant is active
@@ -30,13 +31,19 @@ class Row:
 def rows(layout: ModelLayout, man: Manifest) -> list[Row]:
     out = []
     for w in man.workloads:
-        path = layout.record(w.name)
+        record = active(layout, w.name)
+        path = record.path
         count = len(variants.existing(layout, w.name))
-        if layout.python_record(w.name).is_file():
-            out.append(Row(w.name, "python", None, str(layout.python_record(w.name)), None, count,
+        if record.kind == CONFLICT:
+            out.append(Row(w.name, "conflict", None, str(path), None, count,
+                           "two records for one workload: "
+                           + ", ".join(p.name for p in record.files) + "; the build fails"))
+            continue
+        if record.kind == PYTHON:
+            out.append(Row(w.name, "python", None, str(path), None, count,
                            "hand-written schedule function"))
             continue
-        if not path.is_file():
+        if record.kind == DEFAULT:
             out.append(Row(w.name, "none", None, None, None, count, "TVM's default schedule"))
             continue
         try:

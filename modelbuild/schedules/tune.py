@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-
-from .targets import TargetSpec
+from ..targets.registry import TargetSpec
 
 
 def cost_model_name() -> str:
@@ -52,11 +51,11 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_worklo
     runner start once; ``on_measured(workload, n)`` is called after each batch.
     """
     import tvm
-    from tvm.s_tir import meta_schedule as ms
     from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
 
-    from .sampling import tuning_target
-    from .workloads import normalize
+    from ..core.workloads import normalize
+    from .sample import tuning_target
 
     names = list(funcs)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from . import atomic, records
-from .errors import BuildError
-from .layout import ModelLayout
-from .targets import TargetSpec
+from ..core import atomic
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..targets.registry import TargetSpec
+from . import records
 
 
 def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
@@ -28,7 +29,7 @@ def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
 def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, count: int,
            seed: int = 1) -> list[Path]:
     """Write ``count`` new sampled variants, numbered after the existing ones."""
-    from .sampling import sample_records
+    from .sample import sample_records
 
     start = max(existing(layout, workload), default=0) + 1
     written = []

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic
-from .targets import TargetSpec
+from ..core import atomic
+from ..targets.registry import TargetSpec
 
 
 def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) -> None:

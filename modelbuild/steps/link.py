@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic
-from .targets import TargetSpec
+from ..core import atomic
+from ..targets.registry import TargetSpec
 
 
 def run(artifacts: list[Path], graph_files: list[Path], out: Path, target_spec: TargetSpec) -> None:

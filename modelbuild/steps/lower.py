@@ -1,129 +1,41 @@
 """lower: apply one workload's schedule record to its PrimFunc.
 
 The record's trace is applied exactly as ``relax.transform.MetaScheduleApplyDatabase``
-applies it inside ``tvm.compile``: through that pass, over a one-record database.
-No record means the target's default schedule: its entry's ``default_schedule``
-hook (targets.py) if it has one, else TVM's default, applied at codegen.
+applies it inside ``tvm.compile`` (schedules/apply.py). No record means the
+target's default schedule: its entry's ``default_schedule`` hook (targets/registry.py)
+if it has one, else TVM's default, applied at codegen.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic, records
-from .errors import BuildError, summarize
-from .targets import TargetSpec
+from ..core import atomic
+from ..core.errors import BuildError
+from ..schedules import python_schedule
+from ..schedules.active import CONFLICT, PYTHON, Active
+from ..schedules.apply import apply_record, checked_record
+from ..targets.registry import TargetSpec
 
 
-def _does_not_apply(err: Exception, name: str, record: records.Record) -> BuildError:
-    return BuildError(f"the schedule trace does not apply: {summarize(err)}",
-                      file=record.path, workload=name,
-                      hint="fix the edited instruction or decision, or delete the file "
-                           "to use TVM's default schedule")
-
-
-def check_decisions(func, name: str, record: records.Record) -> None:
-    """Refuse a trace whose decisions TVM would silently change when replaying it.
-
-    TVM repairs a sampling decision that does not fit (e.g. tile factors whose
-    product is not the loop extent) instead of failing; the user who edited the
-    number would get a different schedule than the one they wrote.
-    """
-    from tvm.s_tir import Schedule
-    from tvm.s_tir.schedule import Trace
-
-    from .records import plain
-    from .workloads import normalize
-
-    sch = Schedule(normalize(func), error_render_level="detail")
-    try:
-        Trace.apply_json_to_schedule(record.trace, sch)
-    except Exception as err:  # TVM raises its own error types for a failed schedule primitive
-        raise _does_not_apply(err, name, record) from None
-    insts = record.trace[0]
-    replayed = {int(i): v for i, v in plain(sch.trace.as_json())[1]}
-    for index, wanted in record.trace[1]:
-        got = replayed.get(int(index))
-        if got == wanted:
-            continue
-        kind = insts[index][0] if 0 <= index < len(insts) else "?"
-        detail = ""
-        if kind == "SamplePerfectTile" and isinstance(got, list):
-            extent = 1
-            for factor in got:
-                extent *= factor
-            detail = f" (the factors must multiply to the loop extent {extent})"
-        raise BuildError(
-            f"the schedule trace does not apply: decision for instruction {index} "
-            f"({kind}) is {wanted}, which this workload cannot take{detail}; "
-            f"TVM would use {got} instead",
-            file=record.path, workload=name,
-            hint="edit the decision to a valid value, or delete the file to use "
-                 "TVM's default schedule")
-
-
-def apply_record(func, name: str, record: records.Record, target):
-    """``func`` scheduled by ``record``'s trace; raises BuildError when it does not apply."""
-    import tvm
-    from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-
-    from .workloads import normalize
-
-    check_decisions(func, name, record)
-    db = ms.database.MemoryDatabase()
-    workload = db.commit_workload(normalize(func))
-    run_secs = record.run_secs or [1.0]  # a database only returns records with a run time
-    db.commit_tuning_record(ms.database.TuningRecord.from_json(
-        [record.trace, run_secs, record.target, None], workload))
-    try:
-        with target, db:
-            mod = relax.transform.MetaScheduleApplyDatabase()(tvm.IRModule({name: func}))
-    except Exception as err:
-        raise _does_not_apply(err, name, record) from None
-    return mod[name]
-
-
-def checked_record(record_file: Path, func, name: str, target_spec: TargetSpec) -> records.Record:
-    """The record in ``record_file``, validated against the workload as the build needs it:
-    JSON shape, workload name and hash (stale?), target. Raises BuildError."""
-    from .workloads import structural_hash
-
-    record = records.load(record_file, expected_workload=name)
-    records.check_target(record, target_spec)
-    current = structural_hash(func)
-    if record.workload_hash != current:
-        raise BuildError(
-            f"stale record: it was made for workload hash {record.workload_hash}, "
-            f"but the model's workload '{name}' now hashes to {current} "
-            "(the model or the partition passes changed)",
-            file=record_file, workload=name,
-            hint="re-tune or re-sample this workload, or delete the file to build "
-                 "it with TVM's default schedule")
-    return record
-
-
-def run(workload_file: Path, record_files: list[Path], out_file: Path, target_spec: TargetSpec,
+def run(workload_file: Path, record: Active, out_file: Path, target_spec: TargetSpec,
         name: str) -> None:
     """Write ``name``'s scheduled TIR to ``out_file``.
 
-    ``record_files``: the workload's record, a MetaSchedule trace (.json) or a
-    Python schedule function (.py); none for TVM's default schedule.
+    ``record``: the workload's active record, a MetaSchedule trace (.json) or a
+    Python schedule function (.py); none for the default schedule.
     """
     import tvm
 
-    from . import python_schedule
-
     func = tvm.ir.load_json(workload_file.read_text())
-    present = [p for p in record_files if p.exists()]
-    if len(present) > 1:
-        raise BuildError(f"two records for one workload: {', '.join(map(str, present))}",
-                         file=present[0], workload=name, hint="delete the one not meant")
-    if present and present[0].suffix == ".py":
-        func = python_schedule.apply(func, name, present[0])
-    elif present:
-        record = checked_record(present[0], func, name, target_spec)
-        func = apply_record(func, name, record, tvm.target.Target(target_spec.tvm_target))
+    if record.kind == CONFLICT:
+        raise BuildError(f"two records for one workload: {', '.join(map(str, record.files))}",
+                         file=record.files[0], workload=name, hint="delete the one not meant")
+    if record.kind == PYTHON:
+        func = python_schedule.apply(func, name, record.path)
+    elif record.path is not None:
+        checked = checked_record(record.path, func, name, target_spec)
+        func = apply_record(func, name, checked, tvm.target.Target(target_spec.tvm_target))
     elif target_spec.default_schedule is not None:
         func = target_spec.default_schedule(func, name, tvm.target.Target(target_spec.tvm_target))
     atomic.write_text(out_file, tvm.ir.save_json(func))

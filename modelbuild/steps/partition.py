@@ -13,14 +13,13 @@ import re
 import tempfile
 from pathlib import Path
 
-from . import atomic, manifest, toolchain
-from .errors import BuildError
-from .layout import ModelLayout
-from .models import ModelSpec, check_exists
-from .targets import TargetSpec
-
-PASSES = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
-
+from ..core import atomic, manifest
+from ..core.errors import BuildError
+from ..core.layout import ModelLayout
+from ..core.models import ModelSpec, check_exists
+from ..core.passes import PASSES
+from ..targets import toolchain
+from ..targets.registry import TargetSpec
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -208,7 +207,7 @@ def _provenance(operators, stages, workloads) -> tuple[tuple, str]:
 def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     import tvm
 
-    from .workloads import structural_hash
+    from ..core.workloads import structural_hash
 
     target = tvm.target.Target(target_spec.tvm_target)
     imported, operators = import_model_traced(spec)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .manifest import Operator
+from ..core.manifest import Operator
 
 FOLDED = "folded into constants"
 

@@ -1,22 +1,24 @@
 """What a user does today: tvm.compile of the whole model with the same records.
 
-The yardstick for correctness (tests) and speed (bench): the records are
-applied through MetaSchedule's own MetaScheduleApplyDatabase pass.
+The yardstick for correctness (tests) and speed (bench): MetaSchedule traces are
+applied through MetaSchedule's own MetaScheduleApplyDatabase pass, Python
+schedules by their function, as the build applies them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import records as records_mod
-from .models import ModelSpec
-from .targets import TargetSpec
+from ..core.models import ModelSpec
+from ..schedules import python_schedule
+from ..schedules import records as records_mod
+from ..schedules.active import record_files_in
+from ..targets.registry import TargetSpec
 
 
 def load_records(schedules_dir: Path) -> list[records_mod.Record]:
-    if not schedules_dir.is_dir():
-        return []
-    return [records_mod.load(p, expected_workload=p.stem) for p in sorted(schedules_dir.glob("*.json"))]
+    return [records_mod.load(p, expected_workload=p.stem) for p in record_files_in(schedules_dir)
+            if p.suffix == ".json"]
 
 
 def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec):
@@ -25,14 +27,18 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    from .partition import import_model, fuse, workloads_of
-    from .workloads import normalize
+    from ..core.workloads import normalize
+    from .partition import fuse, import_model, workloads_of
 
     target = tvm.target.Target(target_spec.tvm_target)
     # relax.get_pipeline("zero") under a database is these fusion passes followed by
     # MetaScheduleApplyDatabase; fusing once lets the database hold the fused workloads.
     fused = fuse(import_model(spec), target)
     funcs = workloads_of(fused)
+    for path in record_files_in(schedules_dir):
+        if path.suffix == ".py":
+            scheduled = python_schedule.apply(funcs[path.stem], path.stem, path)
+            fused.update_func(fused.get_global_var(path.stem), scheduled)
     db = ms.database.MemoryDatabase()
     for rec in load_records(schedules_dir):
         workload = db.commit_workload(normalize(funcs[rec.workload]))

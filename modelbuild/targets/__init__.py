@@ -3,3 +3,7 @@ the hooks of the built-in targets (cpu, cuda), the system toolchain, TVM's libra
 
 May import: core. Choosing a target never imports TVM.
 """
+
+from .registry import TargetSpec, register, resolve
+
+__all__ = ["TargetSpec", "register", "resolve"]

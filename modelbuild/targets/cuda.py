@@ -36,8 +36,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from ..core.errors import BuildError
 from . import libblob, toolchain
-from .errors import BuildError
 
 ARCH_ENV = "MODELBUILD_CUDA_ARCH"
 _ARCH = re.compile(r"sm_(\d+)([a-z]?)")
@@ -163,7 +163,7 @@ def default_schedule(func, name: str, target):
     import tvm
     from tvm import relax
 
-    from .partition import PASSES
+    from ..core.passes import PASSES
 
     passes = [p for p in relax.pipeline.legalize_passes(target) if p.info.name not in PASSES]
     with target:

@@ -25,12 +25,15 @@ Only plain data and TVM-free code here: choosing a target must not import TVM.
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
-from . import target_cpu, target_cuda
-from .errors import BuildError
+from ..core.errors import BuildError
+from . import cpu, cuda
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,13 @@ class TargetSpec:
     tvm_target: dict = field(default_factory=dict)
     description: str = ""
     records_from: tuple[str, ...] = ()
-    emit: Callable = target_cpu.write_object
-    link: Callable = target_cpu.link_objects
+    emit: Callable = cpu.write_object
+    link: Callable = cpu.link_objects
     default_schedule: Callable | None = None
     pack_graph_imports: Callable | None = None
     configure: Callable | None = None
     artifact_suffix: str = ".o"
-    sources: tuple[str, ...] = ("target_cpu.py",)
+    sources: tuple[str, ...] = ("targets/cpu.py",)
     toolchain: str = ""
 
     @property
@@ -81,14 +84,14 @@ register(TargetSpec(
     "llvm", {"kind": "llvm"}, "host CPU through LLVM (default)", records_from=("llvm",)))
 register(TargetSpec(
     "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
-    records_from=("c", "llvm"), emit=target_cpu.compile_c_source))
+    records_from=("c", "llvm"), emit=cpu.compile_c_source))
 register(TargetSpec(
     "cuda", {"kind": "cuda", "host": {"kind": "llvm"}},
     "NVIDIA GPU: kernels compiled by nvcc, host code through LLVM",
-    records_from=("cuda",), configure=target_cuda.configure,
-    default_schedule=target_cuda.default_schedule, emit=target_cuda.emit,
-    pack_graph_imports=target_cuda.pack_graph_imports, link=target_cuda.link,
-    artifact_suffix=".cuda.tar", sources=("target_cuda.py", "libblob.py")))
+    records_from=("cuda",), configure=cuda.configure,
+    default_schedule=cuda.default_schedule, emit=cuda.emit,
+    pack_graph_imports=cuda.pack_graph_imports, link=cuda.link,
+    artifact_suffix=".cuda.tar", sources=("targets/cuda.py", "targets/libblob.py")))
 
 DEFAULT_TARGET = "llvm"
 
@@ -106,3 +109,28 @@ def resolve(name: str | None) -> TargetSpec:
             hint=f"modelbuild builds for: {known} (choose with `doit build:<model> target=NAME`)",
         ) from None
     return spec.configure(spec) if spec.configure else spec
+
+
+def load_project_targets(root: Path, modules) -> None:
+    """Import the modules a project names under ``[tool.modelbuild] targets``: each one
+    registers its targets. Found beside the project's dodo.py, as doit finds dodo.py's imports."""
+    if modules is None:
+        return
+    if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
+        raise BuildError("[tool.modelbuild] targets must be a list of module names",
+                         file=root / "pyproject.toml")
+    for name in modules:
+        if name in sys.modules:
+            continue
+        added = str(root) not in sys.path
+        if added:
+            sys.path.insert(0, str(root))
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise BuildError(f"cannot import target module '{name}': {err}",
+                             file=root / "pyproject.toml",
+                             hint="name a module beside dodo.py, or an installed one") from None
+        finally:
+            if added:
+                sys.path.remove(str(root))

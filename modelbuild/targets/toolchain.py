@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .errors import BuildError
+from ..core.errors import BuildError
 
 _CANDIDATES = ("g++", "gcc", "clang++", "clang", "c++", "cc")
 

@@ -1,0 +1,52 @@
+"""`python -m modelbuild cache stats|prune|clear`: the artifact cache."""
+
+from __future__ import annotations
+
+import json
+
+from ..core.errors import BuildError
+from ..core.units import format_size, parse_size
+from ..graph import cache
+from .output import console
+from .workspace import project_of
+
+
+def run(args) -> int:
+    project = project_of(args)
+    store = cache.Cache.of(project)
+    if args.action == "clear":
+        count, size = store.clear()
+        console.print(f"cache {store.root}: removed {count} entries ({format_size(size)})")
+        return 0
+    if args.action == "prune":
+        if args.max_size is None:
+            raise BuildError("cache prune needs --max-size", hint="e.g. --max-size 500M")
+        try:
+            limit = parse_size(args.max_size)
+        except ValueError as err:
+            raise BuildError(str(err)) from None
+        count, size = store.prune(limit)
+        console.print(f"cache {store.root}: removed {count} least recently used entries "
+                      f"({format_size(size)}); limit {format_size(limit)}")
+        return 0
+    entries = store.entries()
+    kinds: dict[str, list[int]] = {}
+    for path, size, _ in entries:
+        kinds.setdefault(path.parent.parent.name, []).append(size)
+    last = cache.last_run(project)
+    stats = {"location": str(store.root), "entries": len(entries),
+             "bytes": sum(size for _, size, _ in entries),
+             "kinds": {k: {"entries": len(v), "bytes": sum(v)} for k, v in sorted(kinds.items())},
+             "last_build": last}
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    console.print(f"cache {stats['location']}: {stats['entries']} entries, {format_size(stats['bytes'])}")
+    for kind, info in stats["kinds"].items():
+        console.print(f"  {kind}: {info['entries']} entries, {format_size(info['bytes'])}")
+    if last is None:
+        console.print("last build: no record of one in this project")
+    else:
+        console.print(f"last build: {last['hit']} hits, {last['miss']} misses, "
+                      f"{last['corrupt']} corrupt entries rebuilt")
+    return 0

@@ -1,0 +1,41 @@
+"""`python -m modelbuild why`: a dry run naming each task the next build runs, and why."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rich.markup import escape
+
+from ..graph import plan
+from ..targets import registry
+from .output import console
+from .workspace import model_layout, project_of
+
+
+def run(args) -> int:
+    project = project_of(args)
+    model_layout(project, args.model)
+    # doit's state names files relative to the project root, where doit runs the build:
+    # this dry run runs there too (as `doit` itself does, for dodo.py's directory).
+    os.chdir(project.root)
+    verdicts = plan.explain(Path("."), args.model, args.target)
+    if args.json:
+        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        return 0
+    runs = [v for v in verdicts if v.action == plan.RUN]
+    restores = [v for v in verdicts if v.action == plan.RESTORE]
+    target = args.target or registry.DEFAULT_TARGET
+    if not verdicts:
+        console.print(f"{args.model} (target {target}): nothing will run; "
+                      f"`doit build:{args.model}` is up to date")
+        return 0
+    console.print(f"{args.model} (target {target}): {len(runs)} task(s) will run, "
+                  f"{len(restores)} will be restored from the cache")
+    for v in verdicts:
+        label = "run    " if v.action == plan.RUN else "restore"
+        console.print(f"  {label} {escape(v.task)}")
+        for reason in v.reasons:
+            console.print(f"            {escape(reason)}")
+    return 0

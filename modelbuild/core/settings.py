@@ -1,0 +1,36 @@
+"""A project's settings: the ``[tool.modelbuild]`` table of its pyproject.toml.
+
+    [tool.modelbuild]
+    cache-dir = "/var/cache/modelbuild"   # the artifact cache (default build/.cache)
+    targets = ["my_targets"]               # modules that register extra targets
+
+Reading it is plain file work, no TVM. A missing file or table means defaults;
+an unreadable one is an error naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import toml
+from .errors import BuildError
+
+KNOWN = ("cache-dir", "targets")
+
+
+def read(root: Path) -> dict:
+    """The ``[tool.modelbuild]`` table of the project at ``root`` ({} when there is none)."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        table = toml.loads(path.read_text()).get("tool", {}).get("modelbuild", {})
+    except (toml.DecodeError, UnicodeDecodeError) as err:
+        raise BuildError(f"not valid TOML: {err}", file=path) from None
+    if not isinstance(table, dict):
+        raise BuildError("[tool.modelbuild] must be a table", file=path)
+    unknown = sorted(set(table) - set(KNOWN))
+    if unknown:
+        raise BuildError(f"unknown keys in [tool.modelbuild]: {', '.join(unknown)}; "
+                         f"known: {', '.join(KNOWN)}", file=path)
+    return table

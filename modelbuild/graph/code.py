@@ -1,0 +1,112 @@
+"""The code that decides each step's output, found from the step module's imports.
+
+Editing any module a step imports, directly or through others, reruns that step:
+the build tool's own code is an input, as in Bazel. The list is derived from
+the source (its ``import`` statements, those inside functions too), so a new
+module cannot be forgotten. The target registry's hooks are the exception: a
+build for one target depends only on its own entry's hooks (``TargetSpec.sources``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+from ..core.digest import bytes_digest
+
+PACKAGE = Path(__file__).resolve().parent.parent  # modelbuild/
+STEPS = {"partition": "steps/partition.py", "lower": "steps/lower.py",
+         "codegen": "steps/codegen.py", "link": "steps/link.py"}
+_REGISTRY = "targets/registry.py"  # its imports of hook modules are per target, not per step
+
+
+def _module_file(dotted: list[str]) -> str | None:
+    """``["core", "errors"]`` -> "core/errors.py" when that module exists in the package."""
+    if not dotted:
+        return None
+    base = PACKAGE.joinpath(*dotted)
+    if base.with_suffix(".py").is_file():
+        return str(base.with_suffix(".py").relative_to(PACKAGE))
+    if (base / "__init__.py").is_file():
+        return str((base / "__init__.py").relative_to(PACKAGE))
+    return None
+
+
+def _import_nodes(tree: ast.AST):
+    """The import statements of a module, those inside functions too, but not those under
+    ``if TYPE_CHECKING:`` (type annotations only: no code of theirs runs)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in _import_nodes(child))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _import_nodes(node)
+
+
+def imports_of(relative: str) -> set[str]:
+    """The package modules one module imports (files relative to modelbuild/)."""
+    path = PACKAGE / relative
+    if not path.is_file() or relative.startswith("/"):
+        return set()
+    here = list(Path(relative).parent.parts)
+    found: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - (node.level - 1)] if node.level > 1 else list(here)
+            elif node.module and node.module.split(".")[0] == "modelbuild":
+                base = []
+            else:
+                continue
+            parts = [p for p in (node.module or "").split(".") if p]
+            if not node.level:
+                parts = parts[1:]
+            module = base + parts
+            subs = [_module_file(module + [alias.name]) for alias in node.names]
+            found.update(sub for sub in subs if sub)  # `from . import x`: x is a module
+            target = _module_file(module)
+            if target and not all(subs):  # names defined in the module (or package) itself
+                found.add(target)
+        else:
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "modelbuild":
+                    target = _module_file(parts[1:])
+                    if target:
+                        found.add(target)
+    found.discard(relative)
+    found.discard(str(Path(relative).parent / "__init__.py"))  # its own package: already there
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def closure(files: tuple[str, ...]) -> tuple[str, ...]:
+    """``files`` and every package module they import, directly or not, sorted."""
+    seen: set[str] = set()
+    todo = list(files)
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if not (PACKAGE / current).is_file():
+            continue  # an absolute path outside the package: itself only
+        for dep in imports_of(current):
+            if current == _REGISTRY and dep.startswith("targets/"):
+                continue
+            todo.append(dep)
+    return tuple(sorted(seen))
+
+
+def step_sources(step: str, target_sources: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every module whose code runs in the step for a target whose entry names ``target_sources``."""
+    return closure((STEPS[step], *target_sources))
+
+
+@functools.lru_cache(maxsize=None)
+def digest(files: tuple[str, ...]) -> str:
+    """The digest of the named files' code (relative to modelbuild/, or absolute)."""
+    return bytes_digest(b"".join(name.encode() + b"\0" + (PACKAGE / name).read_bytes()
+                                 for name in files))[:16]
