@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core import requires
 from .output import console
 from .workspace import require, workloads_of
 
@@ -9,6 +10,7 @@ from .workspace import require, workloads_of
 def run(args) -> int:
     from ..schedules import variants
 
+    requires.require(requires.SAMPLING, "sampling schedule variants")
     project, spec, funcs = workloads_of(args)
     require(args.model, funcs, [args.workload])
     with console.status(f"sampling {args.count} variant(s) of {args.workload} ..."):

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from ..core import requires
 from .output import console, errors
 from .workspace import require, workloads_of
 
@@ -18,6 +19,7 @@ def run(args) -> int:
     from ..schedules import msdb
     from ..schedules import tune as tuning
 
+    requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
     project, spec, funcs = workloads_of(args)
     if args.workload:
         require(args.model, funcs, args.workload)
