@@ -42,9 +42,9 @@ class Project:
     def __init__(self, root: Path):
         self.root = root
 
-    def doit(self, *args: str, check: bool = True) -> DoitRun:
+    def doit(self, *args: str, check: bool = True, env: dict | None = None) -> DoitRun:
         proc = subprocess.run([sys.executable, "-m", "doit", *args], cwd=self.root,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=env)
         run = DoitRun(proc)
         if check and run.returncode != 0:
             raise AssertionError(f"doit {' '.join(args)} failed:\n{run.output}")
@@ -136,6 +136,27 @@ def run_library(lib_or_path, inputs: list[np.ndarray]) -> np.ndarray:
     vm = relax.VirtualMachine(lib, tvm.cpu())
     out = vm["main"](*[tvm.runtime.tensor(x) for x in inputs])
     return out.numpy()
+
+
+def onnx_output(project_root: Path, model: str, inputs: list[np.ndarray]) -> np.ndarray:
+    """The model's output from onnxruntime: an oracle outside TVM, which shares none of
+    modelbuild's import, fusion or input renaming (models/<model>.onnx, its first output)."""
+    return onnx_file_output(project_root / "models" / f"{model}.onnx", inputs)
+
+
+def onnx_file_output(path: Path, inputs: list[np.ndarray]) -> np.ndarray:
+    """onnxruntime's first output of the ONNX file at ``path``, inputs in the model's order."""
+    import onnx
+    import onnxruntime
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    names = [v.name for v in graph.input if v.name not in initializers]
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3  # errors only
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return session.run(None, dict(zip(names, inputs)))[0]
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, rel: float = 1e-5) -> None:

@@ -1,14 +1,18 @@
 """The doit task graph, observed from real `doit` runs in a subprocess on a tiny model."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 from conftest import (
     assert_close,
     make_project,
     model_inputs,
+    onnx_output,
     reference_output,
     run_library,
     sha256,
@@ -31,11 +35,13 @@ def test_doit_list_all_shows_every_workload_after_partition(tiny_built):
     assert "link:tiny" in out and "partition:tiny" in out and "build:tiny" in out
 
 
-def test_clean_build_matches_tvm_compile(tiny_built):
+def test_clean_build_matches_tvm_compile_and_onnxruntime(tiny_built):
     lib = tiny_built.library("tiny")
     assert lib.is_file()
     x = model_inputs(tiny_built.root, "tiny")
-    assert_close(run_library(lib, x), reference_output(tiny_built, "tiny", x))
+    ours = run_library(lib, x)
+    assert_close(ours, reference_output(tiny_built, "tiny", x))
+    assert_close(ours, onnx_output(tiny_built.root, "tiny", x))
 
 
 def test_noop_rebuild_runs_nothing_and_never_imports_tvm(tiny_copy):
@@ -130,13 +136,30 @@ def test_parallel_build_equals_serial_build(tiny_built, tmp_path):
     assert par.objects("tiny") == tiny_built.objects("tiny")
 
 
+def _timed_lines(proc, into: list) -> None:
+    for line in proc.stdout:
+        into.append((time.monotonic(), line.rstrip("\n")))
+
+
 def test_two_doit_processes_on_one_model_both_end_with_a_correct_library(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     cmd = [sys.executable, "-m", "doit", "build:tiny"]
-    procs = [subprocess.Popen(cmd, cwd=project.root, stdout=subprocess.PIPE,
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each task line when it happens
+    procs = [subprocess.Popen(cmd, cwd=project.root, stdout=subprocess.PIPE, env=env,
                               stderr=subprocess.STDOUT, text=True) for _ in range(2)]
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    lines: list[list] = [[], []]
+    readers = [threading.Thread(target=_timed_lines, args=(p, out)) for p, out in zip(procs, lines)]
+    for reader in readers:
+        reader.start()
+    for proc, reader in zip(procs, readers):
+        proc.wait(timeout=300)
+        reader.join()
+    outputs = ["\n".join(text for _, text in out) for out in lines]
     assert [p.returncode for p in procs] == [0, 0], outputs
+    # They really ran at once: each started a step before the other had finished.
+    started = [min(t for t, text in out if text.startswith(".  ")) for out in lines]
+    finished = [max(t for t, _ in out) for out in lines]
+    assert started[0] < finished[1] and started[1] < finished[0], outputs
     x = model_inputs(project.root, "tiny")
     assert_close(run_library(project.library("tiny"), x), reference_output(project, "tiny", x))
     # The shared doit state is still usable and agrees that everything is built.

@@ -122,15 +122,22 @@ def test_cache_location_from_pyproject_and_environment(tiny_copy, tmp_path):
     assert _stats(tiny_copy, env)["location"] == str(tmp_path / "env-cache")
 
 
-def test_cache_prune_and_clear(tiny_copy):
+def test_cache_prune_removes_the_least_recently_used_and_clear_removes_all(tiny_copy):
     before = _stats(tiny_copy)
     assert before["entries"] > 0 and before["kinds"]["lowered"]["entries"] > 0
-    proc = _cache_cli(tiny_copy, "prune", "--max-size", str(before["bytes"] - 1))
-    assert proc.returncode == 0 and "removed" in proc.stdout
+    store = cache.Cache.of(Layout(tiny_copy.root))
+    entries = sorted(store.entries())  # by path: an order unrelated to use
+    for age, (path, _, _) in enumerate(entries):  # the first entry is the oldest used
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    sizes = [size for _, size, _ in entries]
+    keep = len(entries) // 2  # room for exactly the most recently used half
+    proc = _cache_cli(tiny_copy, "prune", "--max-size", str(sum(sizes[-keep:])))
+    assert proc.returncode == 0 and f"removed {len(entries) - keep} " in proc.stdout
+    assert sorted(p for p, _, _ in store.entries()) == [p for p, _, _ in entries[-keep:]]
     after = _stats(tiny_copy)
-    assert 0 < after["entries"] < before["entries"] and after["bytes"] <= before["bytes"] - 1
+    assert after["entries"] == keep and after["bytes"] == sum(sizes[-keep:])
     bad = _cache_cli(tiny_copy, "prune", "--max-size", "lots")
-    assert bad.returncode == 1 and "not a size" in bad.stdout
+    assert bad.returncode == 1 and "not a size" in bad.stderr and not bad.stdout
     assert _cache_cli(tiny_copy, "clear").returncode == 0
     assert _stats(tiny_copy)["entries"] == 0
     # An emptied cache costs nothing on a no-op: outputs are checked against their stamps.

@@ -166,28 +166,35 @@ def test_bad_databases_are_named_and_leave_schedules_untouched(tuned, tmp_path):
     shutil.copytree(db, missing)
     (missing / "database_tuning_record.json").unlink()
     proc = cli(work, "import", "tiny", str(missing), check=False)
-    assert proc.returncode != 0 and "database_tuning_record.json" in proc.stdout
-    assert "missing" in proc.stdout
+    assert proc.returncode != 0 and "database_tuning_record.json" in proc.stderr
+    assert "missing" in proc.stderr
 
     truncated = tmp_path / "truncated"
     shutil.copytree(db, truncated)
     path = truncated / "database_tuning_record.json"
     path.write_text(path.read_text().rstrip("\n")[:-15] + "\n")
     proc = cli(work, "import", "tiny", str(truncated), check=False)
-    assert proc.returncode != 0 and "database_tuning_record.json" in proc.stdout
-    assert "not valid JSON" in proc.stdout and "truncated" in proc.stdout
+    assert proc.returncode != 0 and "database_tuning_record.json" in proc.stderr
+    assert "not valid JSON" in proc.stderr and "truncated" in proc.stderr
     assert snapshot(work.root / "schedules") == before
     assert not list(work.root.rglob(".*.tmp"))
 
 
 def test_unknown_model_and_workload_are_named(tiny_copy):
     proc = cli(tiny_copy, "inspect", "nosuch", check=False)
-    assert proc.returncode == 1 and "unknown model 'nosuch'" in proc.stdout
+    assert proc.returncode == 1 and "unknown model 'nosuch'" in proc.stderr
     proc = cli(tiny_copy, "sample", "tiny", "nosuch", check=False)
-    assert proc.returncode == 1 and "has no workload 'nosuch'" in proc.stdout
+    assert proc.returncode == 1 and "has no workload 'nosuch'" in proc.stderr
 
 
-def test_help_lists_the_commands(tiny_copy):
+COMMANDS = {"tune", "import", "export", "sample", "select", "check", "inspect", "explain",
+            "watch", "why", "cache", "bench", "sweep"}
+
+
+def test_help_lists_every_command_with_its_help(tiny_copy):
     out = cli(tiny_copy, "--help").stdout
-    for command in ("tune", "import", "export", "sample", "select", "check", "inspect"):
-        assert command in out
+    listed = out.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert set(listed) == COMMANDS, listed
+    for command in COMMANDS:  # each one has a line of help of its own
+        line = next((ln for ln in out.splitlines() if ln.strip().startswith(command + " ")), "")
+        assert len(line.split(None, 1)) == 2, (command, out)

@@ -85,10 +85,10 @@ def test_explain_node_finds_the_workload(partitioned):
 def test_explain_unknown_node_is_an_error_with_close_matches(partitioned):
     proc = cli(partitioned, "explain", "tiny", "--node", "conv3", check=False)
     assert proc.returncode != 0
-    assert "has no operator named 'conv3'" in proc.stdout
-    assert "did you mean: conv2, conv1?" in proc.stdout
+    assert "has no operator named 'conv3'" in proc.stderr
+    assert "did you mean: conv2, conv1?" in proc.stderr
     proc = cli(partitioned, "explain", "tiny", "no_such_workload", check=False)
-    assert proc.returncode != 0 and "has no workload 'no_such_workload'" in proc.stdout
+    assert proc.returncode != 0 and "has no workload 'no_such_workload'" in proc.stderr
 
 
 def test_explain_model_lists_workloads_and_kernel_less_operators(partitioned):
@@ -179,3 +179,16 @@ def test_a_failed_trace_is_recorded_and_explained_not_fatal(tmp_path):
     with pytest.raises(BuildError, match="no provenance recorded for model 'm': KeyError"):
         explain.node_report(layout, man, "conv")
     assert explain.model_report(layout, man)["provenance_error"] == error
+
+
+def test_explain_ignores_a_benchmark_of_another_library(tiny_copy):
+    workload = "fused_conv2d1_add_add1_relu"
+    bench = tiny_copy.root / "build" / "tiny" / "bench.json"
+    bench.write_text(json.dumps({"library_sha256": "0" * 64,
+                                 "workloads": {workload: {"median_ms": 0.125, "calls": 1}}}))
+    report = explain_json(tiny_copy, "tiny", workload)
+    assert report["benchmark"] is None and "rebuilt since" in report["benchmark_note"]
+    assert "0.125" not in cli(tiny_copy, "explain", "tiny").stdout
+    bench.write_text(json.dumps({"library_sha256": sha256(tiny_copy.library("tiny")),
+                                 "workloads": {workload: {"median_ms": 0.125, "calls": 1}}}))
+    assert explain_json(tiny_copy, "tiny", workload)["benchmark"]["median_ms"] == 0.125

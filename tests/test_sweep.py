@@ -92,8 +92,8 @@ def test_too_many_builds_are_refused_before_building_anything(tiny_copy, tiny_va
     stamp = tiny_copy.library("tiny").stat().st_mtime_ns
     proc = run_sweep(tiny_copy, "--workload", workload, "--max-builds", "2")
     assert proc.returncode != 0
-    assert "would take 3 builds" in proc.stdout and "--max-builds 2" in proc.stdout
-    assert "nothing was built" in proc.stdout
+    assert "would take 3 builds" in proc.stderr and "--max-builds 2" in proc.stderr
+    assert "nothing was built" in proc.stderr
     assert tiny_copy.library("tiny").stat().st_mtime_ns == stamp
     assert not tiny_copy.record("tiny", workload).exists()
     assert not (tiny_copy.root / "build" / "tiny" / "sweeps").exists()

@@ -214,3 +214,50 @@ def test_cuda_arch_is_part_of_the_key(monkeypatch):
     monkeypatch.setenv(target_cuda.ARCH_ENV, "sm_90")
     b = targets.resolve("cuda")
     assert a.key() != b.key() and "sm_80" in a.key() and "nvcc" in a.key()
+
+
+def _kernels(source: str) -> dict[str, str]:
+    """name -> text of each __global__ function in CUDA source."""
+    import re
+
+    chunks = re.split(r'(?=extern "C" __global__)', source)[1:]
+    out = {}
+    for chunk in chunks:
+        name = re.search(r"void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)\(", chunk).group(1)
+        out[name] = chunk.strip()
+    return out
+
+
+def test_cuda_kernels_equal_tvm_compiles_without_nvcc_or_gpu(tiny_built):
+    """The cuda path up to nvcc, which CI can run: partition's fusion for cuda, lower's default
+    schedule (the target's hook, DLight), TVM's CUDA codegen of each workload alone; every
+    kernel is the one tvm.compile emits for the whole model, character for character."""
+    import dataclasses
+
+    import tvm
+
+    from modelbuild.core import models
+    from modelbuild.steps import partition
+
+    entry = targets.TARGETS["cuda"]
+    spec = dataclasses.replace(entry, tvm_target={**entry.tvm_target, **target_cuda.CROSS_DEVICE,
+                                                  "arch": "sm_80"})
+    target = tvm.target.Target(spec.tvm_target)
+    model = models.discover(tiny_built.root / "models")["tiny"]
+    fused = partition.fuse(partition.import_model(model), target)
+    ours = {}
+    for name, func in partition.workloads_of(fused).items():
+        scheduled = spec.default_schedule(func, name, target).with_attr("global_symbol", name)
+        lib = tvm.tirx.build(tvm.IRModule({name: scheduled}), target=target)
+        ours.update(_kernels(lib.imports[0].inspect_source()))
+    whole = tvm.compile(fused, target)  # VM executable -> host (llvm) module -> cuda module
+
+    def cuda_modules(module):
+        return [module] if module.kind == "cuda" else [m for i in module.imports
+                                                       for m in cuda_modules(i)]
+
+    theirs = {}
+    for module in cuda_modules(whole.mod):
+        theirs.update(_kernels(module.inspect_source()))
+    assert ours and set(ours) == set(theirs)
+    assert ours == theirs

@@ -15,7 +15,8 @@ import sys
 from rich.markup import escape
 
 from ..core.errors import BuildError
-from .output import console
+from ..graph.actions import internal_error
+from .output import errors
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune a model's workloads with MetaSchedule and write records")
     p.add_argument("model")
     p.add_argument("--workload", action="append", help="only this workload (repeatable)")
-    p.add_argument("--trials", type=int, help="measured trials per workload")
-    p.add_argument("--total-trials", type=int, default=64,
+    p.add_argument("--trials", type=_positive, help="measured trials per workload")
+    p.add_argument("--total-trials", type=_positive, default=64,
                    help="trial budget split over the workloads when --trials is not given")
     p.add_argument("--work-dir", help="MetaSchedule database directory "
                                       "(default: build/<model>/tuning)")
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(no measurement)")
     p.add_argument("model")
     p.add_argument("workload")
-    p.add_argument("-n", "--count", type=int, default=3)
+    p.add_argument("-n", "--count", type=_positive, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--target", default="llvm")
     p.set_defaults(module="sample_variants")
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("select", help="make one sampled variant the active record")
     p.add_argument("model")
     p.add_argument("workload")
-    p.add_argument("variant", help="variant number, or 'default' for no record")
+    p.add_argument("variant", type=_variant, help="variant number, or 'default' for no record")
     p.set_defaults(module="select_variant")
 
     p = sub.add_parser("check", help="validate every record against the current model")
@@ -158,6 +159,13 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _variant(text: str) -> str:
+    if text != "default" and not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"expected a variant number (1, 2, ...) or 'default', "
+                                         f"not {text!r}")
+    return text
+
+
 def _natural(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
@@ -165,13 +173,22 @@ def _natural(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse, run one command, and say what went wrong on stderr: a BuildError as its
+    message and hint (exit 1), anything else as an internal error (exit 2), Ctrl-C as
+    "interrupted" (exit 130). Never a traceback, unless MODELBUILD_TRACEBACK=1."""
     args = build_parser().parse_args(argv)
-    command = importlib.import_module(f"{__package__}.{args.module}")
     try:
+        command = importlib.import_module(f"{__package__}.{args.module}")
         return command.run(args)
     except BuildError as err:
-        console.print(f"[red]{escape(str(err))}[/red]")
+        errors.print(f"[red]{escape(str(err))}[/red]")
         return 1
+    except KeyboardInterrupt:
+        errors.print("interrupted")
+        return 130
+    except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
+        errors.print(f"[red]{escape(internal_error(err, 'python -m modelbuild ' + args.command))}[/red]")
+        return 2
 
 
 if __name__ == "__main__":

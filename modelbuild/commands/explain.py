@@ -122,6 +122,12 @@ def benchmark(layout: ModelLayout) -> tuple[dict | None, str]:
         return None, f"unreadable benchmark {path}: {err}"
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), dict):
         return None, f"unreadable benchmark {path}: no 'workloads' table"
+    measured = data.get("library_sha256")
+    current = file_digest(layout.library) if layout.library.is_file() else None
+    if measured is not None and measured != current:
+        return None, (f"the benchmark {path} is of another library than "
+                      f"{layout.library} is now (rebuilt since); run "
+                      f"`python -m modelbuild bench {layout.name}` again")
     return data, ""
 
 

@@ -12,15 +12,29 @@ from .workspace import workloads_of
 
 
 def run(args) -> int:
-    from ..schedules import msdb
+    """A MetaSchedule JSONDatabase of the model's active records; a Python schedule goes in
+    as the trace of what its function does."""
+    from ..core.workloads import structural_hash
+    from ..schedules import msdb, python_schedule
 
-    project, _, funcs = workloads_of(args)
+    project, spec, funcs = workloads_of(args)
     layout = project.model(args.model)
-    recs = [records.load(p, expected_workload=p.stem) for p in record_files(layout)]
-    unknown = [r.workload for r in recs if r.workload not in funcs]
+    files = record_files(layout)
+    unknown = [p.stem for p in files if p.stem not in funcs]
     if unknown:
         raise BuildError(f"records for workloads the model does not have: {', '.join(unknown)}",
                          hint=f"python -m modelbuild check {args.model}")
+    recs = []
+    for path in files:
+        if path.suffix == ".py":
+            recs.append(records.Record(path, path.stem, structural_hash(funcs[path.stem]),
+                                       dict(spec.tvm_target),
+                                       python_schedule.trace(funcs[path.stem], path.stem, path),
+                                       None, "python", args.model))
+        else:
+            recs.append(records.load(path, expected_workload=path.stem))
     count = msdb.export_database(recs, funcs, Path(args.out_dir))
-    console.print(f"exported {count} record(s) of {args.model} to {args.out_dir}")
+    traced = sum(p.suffix == ".py" for p in files)
+    note = f" ({traced} Python schedule(s) as the traces of their functions)" if traced else ""
+    console.print(f"exported {count} record(s) of {args.model} to {args.out_dir}{note}")
     return 0

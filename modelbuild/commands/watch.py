@@ -96,8 +96,11 @@ def watch(project: Project, model: str, target: str = "llvm", bench: bool = Fals
                 line = f"[green]rebuilt[/green] {model} in {secs:.2f} s"
                 if bench:
                     layout = project.model(model)
+                    dev = registry.resolve(target).device
                     now, _ = library_latency(layout.library,
-                                             model_inputs(manifest.read(layout.manifest)))
+                                             model_inputs(manifest.read(layout.manifest),
+                                                          device_name=dev),
+                                             device_name=dev)
                     was = f" (was {previous * 1e3:.1f} ms)" if previous is not None else ""
                     line += f"; latency {now * 1e3:.1f} ms{was}"
                     previous = now

@@ -6,8 +6,12 @@ doit, so the build's state stays consistent) when it is not up to date.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import manifest as manifest_mod
@@ -16,6 +20,7 @@ from ..core.errors import BuildError
 from ..core.layout import ModelLayout, Project
 from ..targets import registry
 from ..targets.registry import TargetSpec
+from .output import errors
 
 
 def model_layout(project: Project, model: str) -> ModelLayout:
@@ -28,24 +33,62 @@ def model_layout(project: Project, model: str) -> ModelLayout:
 
 
 def ensure_partitioned(project: Project, model: str, target: str = "llvm") -> manifest_mod.Manifest:
-    layout = model_layout(project, model)
-    proc = subprocess.run([sys.executable, "-m", "doit", f"partition:{model}", f"target={target}"],
-                          cwd=project.root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"partition of '{model}' failed:\n{proc.stdout}{proc.stderr}")
-    man = manifest_mod.read(layout.manifest)
-    if man is None:
-        raise BuildError(f"no manifest at {layout.manifest} after partition:{model}")
-    return man
+    """The manifest of the model's workloads for ``target``."""
+    return partitioned(project, model, target).manifest
 
 
 def load_workloads(project: Project, model: str, target: str = "llvm") -> dict:
-    """name -> PrimFunc of every workload of the model, partitioning it first if needed."""
+    """name -> PrimFunc of every workload of the model, for ``target``."""
     import tvm
 
-    man = ensure_partitioned(project, model, target)
-    layout = project.model(model)
-    return {w.name: tvm.ir.load_json(layout.workload(w.name).read_text()) for w in man.workloads}
+    part = partitioned(project, model, target)
+    return {w.name: tvm.ir.load_json(part.layout.workload(w.name).read_text())
+            for w in part.manifest.workloads}
+
+
+@dataclass(frozen=True)
+class Partitioned:
+    manifest: manifest_mod.Manifest
+    layout: ModelLayout  # where its workload files are: build/<model>/, or a private folder
+
+
+def partitioned(project: Project, model: str, target: str = "llvm") -> Partitioned:
+    """The model's workloads as a build for ``target`` would make them, leaving the build's
+    state as it is: the build's own partition when it is current for that target; when
+    the model was never partitioned, a `doit partition:<model>` (what the first build
+    does anyway); otherwise (partitioned for another target, or the model changed since)
+    a private partition in a temporary folder, gone when the command ends."""
+    from ..graph.tasks import Context, partition_current
+
+    layout = model_layout(project, model)
+    spec = registry.resolve(target)
+    ctx = Context(project, models.discover(project.models_dir), spec)
+    man = manifest_mod.read(layout.manifest)
+    if man is not None and partition_current(ctx, ctx.models[model]):
+        return Partitioned(man, layout)
+    if man is None and not layout.partition_dir.exists():
+        proc = subprocess.run([sys.executable, "-m", "doit", f"partition:{model}",
+                               f"target={target}"], cwd=project.root, capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            raise BuildError(f"partition of '{model}' failed:\n{proc.stdout}{proc.stderr}")
+        man = manifest_mod.read(layout.manifest)
+        if man is None:
+            raise BuildError(f"no manifest at {layout.manifest} after partition:{model}")
+        return Partitioned(man, layout)
+    return _private_partition(project, ctx, model)
+
+
+def _private_partition(project: Project, ctx, model: str) -> Partitioned:
+    from ..steps import partition
+
+    errors.print(f"note: the build's partition of {model} is not for target {ctx.target.name} "
+                 "as the model is now; partitioning it privately (build/ is left as it is)")
+    folder = Path(tempfile.mkdtemp(prefix=f"modelbuild-{model}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    private = ModelLayout(Project(folder), model)
+    partition.run(ctx.models[model], private, ctx.target)
+    return Partitioned(manifest_mod.read(private.manifest), private)
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -62,7 +105,13 @@ def project_of(args) -> Project:
     the project registers (``[tool.modelbuild] targets``) are loaded with it."""
     from ..core import settings
 
-    root = Path(args.project).resolve() if args.project else find_root()
+    if args.project:
+        root = Path(args.project).resolve()
+        if not ((root / "dodo.py").is_file() and (root / "models").is_dir()):
+            raise BuildError(f"--project {args.project}: not a modelbuild project "
+                             "(no dodo.py and models/ there)")
+    else:
+        root = find_root()
     registry.load_project_targets(root, settings.read(root).get("targets"))
     return Project(root)
 

@@ -44,6 +44,11 @@ class ModelLayout:
         return self.dir / "partition" / "manifest.msgpack"
 
     @property
+    def partition_dir(self) -> Path:
+        """Everything partition writes: the manifest, workloads/ and graph/."""
+        return self.dir / "partition"
+
+    @property
     def graph_dir(self) -> Path:
         """Objects of the VM executable (bytecode and constants) of the graph."""
         return self.dir / "partition" / "graph"

@@ -13,7 +13,7 @@ import msgpack
 
 from . import atomic
 
-FORMAT = 2  # 2: operators (provenance)
+FORMAT = 3  # 2: operators (provenance); 3: external data files, outputs with sizes and digests
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,10 @@ class Manifest:
     inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # name, shape, dtype
     operators: tuple[Operator, ...] = ()  # the model's operators, in model order
     provenance_error: str = ""            # why operators is empty, if tracing failed
+    external_data: tuple[str, ...] = ()   # files holding the model's tensors, beside its ONNX file
+    # every file partition wrote besides the manifest (relative to the partition folder):
+    # (path, size, sha256)
+    outputs: tuple[tuple[str, int, str], ...] = ()
 
     def workload(self, name: str) -> Workload | None:
         return next((w for w in self.workloads if w.name == name), None)
@@ -64,6 +68,8 @@ class Manifest:
             "operators": [[o.name, o.op_type, o.workload, o.note, list(o.also)]
                           for o in self.operators],
             "provenance_error": self.provenance_error,
+            "external_data": list(self.external_data),
+            "outputs": [list(o) for o in self.outputs],
         })
 
     @classmethod
@@ -79,6 +85,8 @@ class Manifest:
             operators=tuple(Operator(n, t, w, note, tuple(also))
                             for n, t, w, note, also in raw["operators"]),
             provenance_error=raw["provenance_error"],
+            external_data=tuple(raw["external_data"]),
+            outputs=tuple((p, int(n), d) for p, n, d in raw["outputs"]),
         )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def format_size(n: float) -> str:
     """1536 -> '1.5 KiB'."""
@@ -21,6 +23,6 @@ def parse_size(text: str) -> int:
         value = float(number)
     except ValueError:
         raise ValueError(f"not a size: '{text}' (examples: 500M, 2G, 1048576)") from None
-    if value < 0:
-        raise ValueError(f"not a size: '{text}' (must not be negative)")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"not a size: '{text}' (a finite, non-negative number)")
     return int(value * units[unit])

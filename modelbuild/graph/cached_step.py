@@ -17,6 +17,7 @@ from typing import Callable
 
 from ..core import atomic
 from ..core.digest import bytes_digest
+from ..core.errors import BuildError
 from . import fingerprint
 from .cache import Cache
 
@@ -73,7 +74,12 @@ class Step:
     def build(self, compute: Callable, *args) -> None:
         """The task's action: restore if another process filled the entry meanwhile,
         else ``compute(*args)`` (which writes the output) and store the result."""
-        inputs = self.inputs()
+        try:
+            inputs = self.inputs()
+        except FileNotFoundError as err:
+            raise BuildError(f"{self.task}: its input {err.filename} is missing",
+                             hint="build the model again (`doit build:<model>`): the step that "
+                                  "makes it reruns when its output is gone") from None
         key = fingerprint.key(inputs)
         payload = self.cache.get(self.kind, key)
         if payload is not None:
@@ -105,7 +111,10 @@ class Uptodate:
     step: Step
 
     def __call__(self, task) -> bool:
-        decision = self.step.decide()
+        try:
+            decision = self.step.decide()
+        except Exception:  # noqa: BLE001 - cannot tell: run the step, which reports the cause
+            return False
         if decision.action == CURRENT:
             return True
         if decision.action == RESTORE:

@@ -16,7 +16,7 @@ from ..core import atomic
 from ..core.digest import bytes_digest, file_digest
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
-from ..schedules import records
+from ..schedules import python_schedule, records
 from ..schedules.active import CONFLICT, DEFAULT, PYTHON, Active, active
 
 
@@ -32,7 +32,8 @@ def record_identity(record: Active) -> dict:
         return {"kind": "conflict", "files": [str(p) for p in record.files]}
     path = record.path
     if record.kind == PYTHON:
-        return {"kind": "python", "file": str(path), "sha256": file_digest(path)}
+        helpers = {name: file_digest(f) for name, f in sorted(python_schedule.helpers(path).items())}
+        return {"kind": "python", "file": str(path), "sha256": file_digest(path), "helpers": helpers}
     try:
         canonical = records.load(path, expected_workload=record.workload).canonical()
     except BuildError:
@@ -40,8 +41,11 @@ def record_identity(record: Active) -> dict:
     return {"kind": "json", "file": str(path), "canonical": canonical}
 
 
-def lower_inputs(config: dict, layout: ModelLayout, name: str) -> dict:
-    return {"step": "lower", "config": config, "workload": file_digest(layout.workload(name)),
+def lower_inputs(config: dict, layout: ModelLayout, name: str,
+                 workload_digest: str | None = None) -> dict:
+    """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
+    return {"step": "lower", "config": config,
+            "workload": workload_digest or file_digest(layout.workload(name)),
             "record": record_identity(active(layout, name))}
 
 

@@ -18,9 +18,17 @@ from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
 from ..schedules.active import active
-from . import fingerprint
+from . import environment, fingerprint
 from .cached_step import CURRENT, RESTORE, RUN
-from .tasks import codegen_step, load_context, lower_step, partition_task, unit_tasks
+from .tasks import (
+    PartitionOutputs,
+    codegen_step,
+    load_context,
+    lower_step,
+    partition_inputs,
+    partition_task,
+    unit_tasks,
+)
 
 
 @dataclass
@@ -37,7 +45,6 @@ class Verdict:
 
 _CONFIG_WORDS = {
     "target": "target changed",
-    "tvm": "TVM version changed",
     "passes": "partition pass list changed",
     "artifact_version": "modelbuild artifact format changed",
     "cc": "C compiler changed",
@@ -54,7 +61,11 @@ def config_changes(old: dict | None, new: dict, step: str) -> list[str]:
         if k == "code":
             out.append(f"modelbuild's code for {step} changed (an upgrade or a local edit)")
         elif k == "target":
-            out.append(f"target changed ({_target_name(old.get(k))} -> {_target_name(new.get(k))})")
+            out.append(_target_change(old.get(k), new.get(k)))
+        elif k == "tvm":
+            was, now = environment.describe(old.get(k)), environment.describe(new.get(k))
+            out.append(f"TVM changed ({was} -> {now})" if was != now else
+                       f"TVM's libraries changed ({now}: same versions, other builds)")
         elif k in _CONFIG_WORDS:
             out.append(f"{_CONFIG_WORDS[k]} ({old.get(k)} -> {new.get(k)})")
         else:
@@ -62,11 +73,30 @@ def config_changes(old: dict | None, new: dict, step: str) -> list[str]:
     return out
 
 
-def _target_name(key) -> str:
+def _target_fields(key) -> dict:
+    """A target key (TargetSpec.key()) as flat fields: kind, mcpu, ..., toolchain."""
     try:
-        return json.loads(key)["kind"]
-    except (TypeError, ValueError, KeyError):
-        return str(key)
+        data = json.loads(key)
+    except (TypeError, ValueError):
+        return {"target": str(key)}
+    if not isinstance(data, dict):
+        return {"target": str(key)}
+    fields = dict(data.get("tvm_target", data))
+    if "toolchain" in data:
+        fields["toolchain"] = data["toolchain"]
+    return fields
+
+
+def _target_change(old_key, new_key) -> str:
+    """``target changed (llvm -> c)``, or the fields that changed within one kind:
+    ``target changed (mcpu: skylake -> rocketlake)``."""
+    old, new = _target_fields(old_key), _target_fields(new_key)
+    if old.get("kind") != new.get("kind"):
+        return f"target changed ({old.get('kind', old.get('target'))} -> " \
+               f"{new.get('kind', new.get('target'))})"
+    changed = [f"{k}: {old.get(k, '(none)')} -> {new.get(k, '(none)')}"
+               for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return f"target changed ({'; '.join(changed)})"
 
 
 def _decisions(canonical: str) -> tuple[list, dict]:
@@ -89,6 +119,12 @@ def record_changes(old: dict, new: dict, record_path: Path) -> list[str]:
     if nk == "invalid":
         return [f"record {where} changed and does not parse (the build will fail with the reason)"]
     if nk == "python":
+        if ok == "python" and old.get("sha256") == new.get("sha256"):
+            was, now = old.get("helpers", {}), new.get("helpers", {})
+            names = sorted(n for n in set(was) | set(now) if was.get(n) != now.get(n))
+            return [f"helper module {n} of Python schedule {where} "
+                    + ("changed" if n in was and n in now else "added" if n in now else "removed")
+                    for n in names] or [f"Python schedule {where} changed"]
         return [f"Python schedule {where} changed"]
     if ok != "json" or nk != "json":
         return [f"record {where} changed ({ok} -> {nk})"]
@@ -171,13 +207,16 @@ def explain(root: Path, model: str, target_name: str | None = None) -> list[Verd
     verdicts: list[Verdict] = []
 
     # partition: doit decides (model files), plus our config stamp for readable reasons.
-    part = partition_task(ctx, ctx.models[model])
+    spec = ctx.models[model]
+    part = partition_task(ctx, spec)
     status = _doit_status(project, part)
     part_config = ctx.config_for("partition")
-    old_config = (fingerprint.read_stamp(layout.manifest) or {}).get("inputs")
+    stamp_inputs = (fingerprint.read_stamp(layout.manifest) or {}).get("inputs") or {}
     reasons = _file_reasons(status) if status is None or status.status == "run" else []
     if status is not None and status.reasons.get("uptodate_false"):
-        reasons += config_changes(old_config, part_config, "partition") or ["settings changed"]
+        damaged = [r for r in PartitionOutputs(layout).problems() if r not in reasons]
+        extra = config_changes(stamp_inputs.get("config"), part_config, "partition") + damaged
+        reasons += extra or ([] if reasons else ["settings changed"])
     partition_runs = bool(reasons)
     if partition_runs:
         verdicts.append(Verdict(f"partition:{model}", RUN, reasons))
@@ -188,11 +227,16 @@ def explain(root: Path, model: str, target_name: str | None = None) -> list[Verd
         verdicts.append(Verdict(f"(every workload of {model})", RUN,
                                 ["the workloads are known once partition has run"]))
         return verdicts
+    # Same settings and model files as last time: partition writes again exactly the files
+    # its manifest records (it is deterministic), so only a changed model changes downstream.
+    repairs_only = partition_runs and stamp_inputs == partition_inputs(ctx, spec)
+    recorded = {layout.partition_dir / rel: digest for rel, _, digest in man.outputs}
 
     objects_change = 0
     for w in man.workloads:
         lower_task = f"lower:{model}/{w.name}"
-        lowered = lower_step(ctx, model, w.name)
+        lowered = lower_step(ctx, model, w.name,
+                             recorded.get(layout.workload(w.name)) if repairs_only else None)
         low = lowered.decide()
         if low.inputs is None:
             verdicts.append(Verdict(lower_task, RUN, ["workload file missing"]))
@@ -236,10 +280,11 @@ def explain(root: Path, model: str, target_name: str | None = None) -> list[Verd
     reasons = []
     if objects_change:
         reasons.append(f"upstream output changed ({objects_change} object(s) will change)")
-    if partition_runs:
+    if partition_runs and not repairs_only:
         reasons.append(f"upstream partition:{model} will run (the graph may change)")
     if status is None or status.status == "run":
-        reasons += _file_reasons(status)
+        rewritten = {f"{p} is missing" for p in recorded} if repairs_only else set()
+        reasons += [r for r in _file_reasons(status) if r not in rewritten]
         if status is not None and status.reasons.get("uptodate_false"):
             old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
             reasons += config_changes(old, ctx.link_config(), "link") or ["settings changed"]

@@ -17,7 +17,7 @@ asked for. Loading tasks must stay cheap: no TVM import here.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,15 +27,16 @@ from doit.tools import config_changed
 
 from ..core import manifest as manifest_mod
 from ..core import models, settings
+from ..core.digest import file_digest
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.layout import ModelLayout, Project
 from ..core.models import ModelSpec
 from ..core.passes import PASSES
 from ..schedules.active import active
 from ..steps import codegen, link, lower, partition
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import bench_task, code, fingerprint
+from . import bench_task, code, environment, fingerprint
 from .actions import invalid, step
 from .cache import Cache
 from .cached_step import Step, Uptodate
@@ -55,13 +56,6 @@ DOCS = {
 BASENAMES = ("partition", "lower", "codegen", "link", "build")
 
 
-def tvm_version() -> str:
-    try:
-        return importlib.metadata.version("apache-tvm")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 @dataclass(frozen=True)
 class Context:
     """What every task of one doit invocation shares."""
@@ -75,7 +69,7 @@ class Context:
         """Every non-file input that changes an artifact: declared via config_changed."""
         return {
             "artifact_version": ARTIFACT_VERSION,
-            "tvm": tvm_version(),
+            "tvm": environment.tvm_identity(),
             "target": self.target.key(),
             "passes": list(PASSES),
         }
@@ -100,10 +94,12 @@ def load_context(root: Path, target: str | None) -> Context:
 
 
 def _compiler_or_none() -> str:
-    from ..targets.toolchain import compiler
+    """The linking compiler's identity (path and version), "none" when there is none (link
+    then fails with the reason)."""
+    from ..targets.toolchain import identity
 
     try:
-        return compiler()
+        return identity()
     except BuildError:
         return "none"
 
@@ -129,26 +125,86 @@ def _clean_with_stamp(task) -> None:
     _remove_outputs(None, task)
 
 
+def partition_sources(spec: ModelSpec, previous: manifest_mod.Manifest | None) -> list[Path]:
+    """The files partition reads: the declaration, the ONNX file and the external data files
+    the last partition found it reading (a new one comes with a change of the ONNX file)."""
+    files = spec.source_files()
+    if previous is not None:
+        files += [spec.onnx_path.parent / name for name in previous.external_data]
+    return files
+
+
+def partition_inputs(ctx: Context, spec: ModelSpec) -> dict:
+    """What partition's stamp records: the settings and the digest of every file it reads."""
+    previous = manifest_mod.read(ctx.project.model(spec.name).manifest)
+    root = ctx.project.root
+    return {"config": ctx.config_for("partition"),
+            "sources": {os.path.relpath(p, root): file_digest(p)
+                        for p in partition_sources(spec, previous) if p.is_file()}}
+
+
+@dataclass(frozen=True)
+class PartitionOutputs:
+    """doit ``uptodate`` of partition: every file it wrote is there, at the size it wrote
+    (a deleted or truncated workload or graph file makes partition run again)."""
+
+    layout: ModelLayout
+
+    def problems(self) -> list[str]:
+        man = manifest_mod.read(self.layout.manifest)
+        if man is None:
+            return [f"no readable manifest at {self.layout.manifest}"]
+        out = []
+        for rel, size, _ in man.outputs:
+            path = self.layout.partition_dir / rel
+            try:
+                if path.stat().st_size != size:
+                    out.append(f"output damaged: {path} (its size changed since partition wrote it)")
+            except OSError:
+                out.append(f"output missing: {path}")
+        return out
+
+    def __call__(self) -> bool:
+        return not self.problems()
+
+
+def _stamp_partition(ctx: Context, spec: ModelSpec) -> None:
+    fingerprint.write_stamp(ctx.project.model(spec.name).manifest, partition_inputs(ctx, spec), None)
+
+
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     layout = ctx.project.model(spec.name)
+    previous = manifest_mod.read(layout.manifest)
+    outputs = [layout.partition_dir / rel for rel, _, _ in previous.outputs] if previous else []
     return _subtask(
         "partition", spec.name,
         doc=f"partition {spec.name}",
         actions=[(step, [partition.run, spec, layout, ctx.target]),
-                 (fingerprint.write_stamp, [layout.manifest, ctx.config_for("partition"), None])],
-        file_dep=[str(p) for p in spec.source_files()],
-        targets=[str(layout.manifest)],
-        uptodate=[config_changed(ctx.config_for("partition"))],
+                 (_stamp_partition, [ctx, spec])],
+        file_dep=[str(p) for p in partition_sources(spec, previous)],
+        targets=[str(layout.manifest), *map(str, outputs)],
+        uptodate=[config_changed(ctx.config_for("partition")), PartitionOutputs(layout)],
         clean=[_clean_with_stamp],
     )
 
 
-def lower_step(ctx: Context, model: str, workload: str) -> Step:
+def partition_current(ctx: Context, spec: ModelSpec) -> bool:
+    """Whether the model's partition in build/ is what a build for ``ctx.target`` would make
+    of the model as it is now (its stamp, its inputs' digests, its outputs): read only."""
+    layout = ctx.project.model(spec.name)
+    stamp = fingerprint.read_stamp(layout.manifest)
+    return (stamp is not None and stamp.get("inputs") == partition_inputs(ctx, spec)
+            and PartitionOutputs(layout)())
+
+
+def lower_step(ctx: Context, model: str, workload: str,
+               workload_digest: str | None = None) -> Step:
+    """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
     layout = ctx.project.model(model)
     return Step(f"lower:{model}/{workload}", "lowered", Cache.of(ctx.project),
                 layout.lowered(workload),
                 functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
-                                  workload))
+                                  workload, workload_digest))
 
 
 def codegen_step(ctx: Context, model: str, workload: str,
@@ -249,18 +305,28 @@ def group(basename: str, task_dep=()) -> dict:
 
 
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
-    """Name an unknown model clearly, instead of doit's generic 'invalid parameter'."""
+    """Name an unknown model or workload clearly, instead of doit's generic 'invalid parameter'
+    (or, for a workload's task, silently running nothing)."""
     for arg in requested:
         base, sep, rest = arg.partition(":")
         if not sep or base not in basenames or arg.startswith("-"):
             continue
-        model = rest.split("/", 1)[0]
+        model, _, workload = rest.partition("/")
         if model not in ctx.models:
             known = ", ".join(ctx.models) or "(none)"
             raise invalid(
                 f"unknown model '{model}' in '{arg}'. Known models: {known}.\n"
                 f"  hint: declare it in models/{model}.toml, or drop models/{model}.onnx "
                 "into the project")
+        if base in ("lower", "codegen"):
+            man = manifest_mod.read(ctx.project.model(model).manifest)
+            if man is None:
+                raise invalid(f"'{arg}': model '{model}' is not partitioned yet, so its workloads "
+                              f"are not known.\n  hint: doit build:{model} (or partition:{model})")
+            if not workload or man.workload(workload) is None:
+                raise invalid(f"'{arg}': model '{model}' has no workload '{workload}'.\n"
+                              f"  hint: `doit list --all` or `python -m modelbuild inspect {model}` "
+                              "lists them")
 
 
 # -- the task creators dodo.py exposes ----------------------------------------------

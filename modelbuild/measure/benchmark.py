@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.table import Table
 
 from ..core import atomic
+from ..targets import registry
 
 # on_progress(phase, done, total): phase is "warm-up", "timing" or "profiling".
 Progress = Callable[[str, int, int], None]
@@ -87,8 +88,9 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
     on_progress = on_progress or (lambda phase, done, total: None)
     library = Path(library)
     digest = file_digest(library)
-    inputs = model_inputs(man)
-    with private_vm(library) as vm:
+    device_name = registry.resolve(target).device
+    inputs = model_inputs(man, device_name=device_name)
+    with private_vm(library, device_name) as vm:
         for i in range(warmup):
             vm["main"](*inputs)
             on_progress("warm-up", i + 1, warmup)

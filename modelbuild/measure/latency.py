@@ -5,19 +5,35 @@ from __future__ import annotations
 
 import contextlib
 
+from ..core.errors import BuildError
 
-def model_inputs(manifest, seed: int = 0) -> list:
-    """Random input tensors with the shapes and dtypes partition recorded for the model."""
+
+def device(name: str = "cpu"):
+    """The TVM device a target's libraries run on; a clear error when this machine has none."""
+    import tvm
+
+    dev = tvm.device(name)
+    if not dev.exist:
+        raise BuildError(f"this machine has no {name} device to run the library on",
+                         hint="measure it on a machine with one; libraries for the CPU "
+                              "targets (llvm, c) run here")
+    return dev
+
+
+def model_inputs(manifest, seed: int = 0, device_name: str = "cpu") -> list:
+    """Random input tensors with the shapes and dtypes partition recorded for the model,
+    on the device the library runs on."""
     import numpy as np
     import tvm
 
     rng = np.random.default_rng(seed)
-    return [tvm.runtime.tensor(rng.standard_normal(s).astype(d)) for _, s, d in manifest.inputs]
+    dev = device(device_name)
+    return [tvm.runtime.tensor(rng.standard_normal(s).astype(d), dev) for _, s, d in manifest.inputs]
 
 
 @contextlib.contextmanager
-def private_vm(library):
-    """A VirtualMachine over the library at ``library`` as it is now.
+def private_vm(library, device_name: str = "cpu"):
+    """A VirtualMachine over the library at ``library`` as it is now, on ``device_name``.
 
     Loads a private copy: the dynamic loader hands back an already loaded
     library for the same path, so a rebuilt one would never be seen.
@@ -33,19 +49,20 @@ def private_vm(library):
     with tempfile.TemporaryDirectory(prefix="modelbuild-lib-") as tmp:
         copy = Path(tmp) / f"{Path(library).stem}-{time.time_ns()}.so"
         shutil.copyfile(library, copy)
-        vm = relax.VirtualMachine(tvm.runtime.load_module(str(copy)), tvm.cpu())
+        vm = relax.VirtualMachine(tvm.runtime.load_module(str(copy)), device(device_name))
         try:
             yield vm
         finally:
             del vm
 
 
-def library_latency(library, inputs, *, runs: int = 5, warmup: int = 1) -> tuple[float, float]:
+def library_latency(library, inputs, *, runs: int = 5, warmup: int = 1,
+                    device_name: str = "cpu") -> tuple[float, float]:
     """(median, standard deviation) seconds of vm["main"](*inputs) for a built library."""
     import statistics
     import time
 
-    with private_vm(library) as vm:
+    with private_vm(library, device_name) as vm:
         for _ in range(warmup):
             vm["main"](*inputs)
         times = []

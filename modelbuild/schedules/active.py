@@ -54,7 +54,9 @@ def record_files(layout: ModelLayout) -> list[Path]:
 
 
 def record_files_in(folder: Path) -> list[Path]:
-    """The active record files in one model's schedules folder."""
+    """The active record files in one model's schedules folder (a name starting with ``_``
+    is a Python schedule's helper module, not a record)."""
     if not folder.is_dir():
         return []
-    return sorted([*folder.glob("*.json"), *folder.glob("*.py")])
+    return sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.py")]
+                  if not p.name.startswith("_"))

@@ -7,6 +7,7 @@ measurement: this is how a user makes B2, B3 ... for one workload.
 
 from __future__ import annotations
 
+from ..core.errors import BuildError
 from ..targets.registry import TargetSpec
 from .records import Record, plain
 
@@ -19,6 +20,11 @@ def tuning_target(target_spec: TargetSpec) -> dict:
 
         target["num-cores"] = psutil.cpu_count(logical=False) or 1
     return target
+
+
+def _valid(sch, postprocs) -> bool:
+    """The target's post-processors accept the sampled schedule (it builds)."""
+    return all(p.apply(sch) for p in postprocs)
 
 
 def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed: int = 1,
@@ -43,9 +49,13 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
         attempt += 1
         sketch.trace.apply_to_schedule(sch, remove_postproc=True,
                                        decision_provider=lambda *_: None)
-        if all(p.apply(sch) for p in postprocs):
+        if _valid(sch, postprocs):
             out.append(Record(None, name, structural_hash(func), tuning_target(target_spec),
                               plain(sch.trace.as_json()), None, "sampled", model))
     if len(out) < count:
-        raise RuntimeError(f"could only sample {len(out)} valid variants of {name}")
+        raise BuildError(f"sampling found {len(out)} valid variant(s) of {name} in "
+                         f"{attempt} tries, fewer than the {count} asked for", workload=name,
+                         hint=f"ask for fewer (-n {len(out)}), or try another --seed"
+                              if out else "this workload's design space for the target has no "
+                                          "valid schedule (the default one still applies)")
     return out

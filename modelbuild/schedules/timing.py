@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..measure.latency import device
 from ..targets.registry import TargetSpec
 
 
@@ -14,18 +15,33 @@ def kernel_seconds(func, name: str, target_spec: TargetSpec, *, number: int = 5,
 
     target = tvm.target.Target(target_spec.tvm_target)
     lib = tvm.tirx.build(tvm.IRModule({name: func.with_attr("global_symbol", name)}), target=target)
-    args = [tvm.runtime.tensor(np.zeros([int(d) for d in p.shape], str(p.dtype))) for p in func.params]
-    timer = lib.time_evaluator(name, tvm.cpu(), number=number, repeat=repeat)
+    dev = device(target_spec.device)
+    args = [tvm.runtime.tensor(np.zeros([int(d) for d in p.shape], str(p.dtype)), dev)
+            for p in func.params]
+    timer = lib.time_evaluator(name, dev, number=number, repeat=repeat)
     return float(min(timer(*args).results))
 
 
+def default_schedule(func, name: str, target_spec: TargetSpec):
+    """``func`` as a build schedules it without a record: the target's default schedule
+    (its entry's hook), else TVM's (applied when it is compiled)."""
+    import tvm
+
+    from ..core.workloads import copy
+
+    if target_spec.default_schedule is None:
+        return copy(func)
+    return target_spec.default_schedule(copy(func), name, tvm.target.Target(target_spec.tvm_target))
+
+
 def record_speedup(func, name: str, record, target_spec: TargetSpec) -> tuple[float, float]:
-    """(default seconds, scheduled seconds) measured side by side."""
+    """(default seconds, scheduled seconds) measured side by side: the workload as the build
+    schedules it without a record, and with ``record``."""
     import tvm
 
     from ..core.workloads import copy
     from .apply import apply_record
 
     scheduled = apply_record(copy(func), name, record, tvm.target.Target(target_spec.tvm_target))
-    return (kernel_seconds(copy(func), name, target_spec),
+    return (kernel_seconds(default_schedule(func, name, target_spec), name, target_spec),
             kernel_seconds(scheduled, name, target_spec))

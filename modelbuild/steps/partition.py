@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from ..core import atomic, manifest
-from ..core.errors import BuildError
+from ..core.digest import file_digest
+from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec, check_exists
 from ..core.passes import PASSES
@@ -50,32 +51,77 @@ def import_model(spec: ModelSpec):
 
 
 def import_model_traced(spec: ModelSpec):
-    """The model as a Relax IRModule, and its operators with the Relax expressions of their
-    outputs (for provenance; None if the importer did not keep them)."""
+    """The model as a Relax IRModule, its operators with the Relax expressions of their
+    outputs (for provenance; None if the importer did not keep them), and the external
+    data files it read."""
     return _import(spec, traced=True)
 
 
-def _import(spec: ModelSpec, traced: bool):
+def load_onnx(spec: ModelSpec):
+    """(the ONNX model with its tensors, the external data files it reads, relative to its
+    folder): a model saved with external data keeps its weights in other files."""
     import onnx
-    from tvm.relax.frontend.onnx import from_onnx
+    from onnx import external_data_helper
 
     check_exists(spec)
     try:
-        model = onnx.load(str(spec.onnx_path))
+        model = onnx.load(str(spec.onnx_path), load_external_data=False)
+        external = sorted({external_data_helper.ExternalDataInfo(t).location
+                           for t in external_data_helper._get_all_tensors(model)
+                           if external_data_helper.uses_external_data(t)})
+        external_data_helper.load_external_data_for_model(model, str(spec.onnx_path.parent))
     except Exception as err:
-        raise BuildError(f"cannot read ONNX model: {err}", file=spec.onnx_path) from None
+        raise BuildError(f"cannot read ONNX model: {summarize(err)}", file=spec.onnx_path,
+                         hint="check that it is an ONNX model file, with its external data "
+                              "files beside it") from None
+    return model, tuple(external)
+
+
+def _check_inputs(model, spec: ModelSpec) -> None:
+    """Declared shapes name real inputs; every input gets a static shape."""
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in initializers]
+    names = [v.name for v in inputs]
+    unknown = sorted(set(spec.inputs) - set(names))
+    if unknown:
+        raise BuildError(f"[inputs] names {', '.join(unknown)}, which the model does not have; "
+                         f"its inputs: {', '.join(names)}", file=spec.declaration)
+    for value in inputs:
+        if value.name in spec.inputs:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                for d in value.type.tensor_type.shape.dim]
+        if None in dims:
+            seen = ", ".join(str(d) if d is not None else (dim.dim_param or "?")
+                             for d, dim in zip(dims, value.type.tensor_type.shape.dim))
+            example = ", ".join(str(d or 1) for d in dims)
+            declare = (f'onnx = "{spec.onnx_path.name}"\n    ' if spec.declaration == spec.onnx_path
+                       else "")
+            raise BuildError(
+                f"model input '{value.name}' has no static shape ([{seen}]): modelbuild builds "
+                "for one shape", file=spec.declaration,
+                hint=f"declare it in models/{spec.name}.toml, e.g.\n    {declare}[inputs]\n"
+                     f"    {value.name} = [{example}]")
+
+
+def _import(spec: ModelSpec, traced: bool):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model, external = load_onnx(spec)
+    _check_inputs(model, spec)
     try:
         shapes = _identifier_input_names(model, dict(spec.inputs))
         with _importer_tensors() if traced else contextlib.nullcontext({}) as tensors:
             mod = from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
     except Exception as err:
-        raise BuildError(f"TVM cannot import this ONNX model: {err}", file=spec.onnx_path,
+        raise BuildError(f"TVM cannot import this ONNX model: {summarize(err)}",
+                         file=spec.onnx_path,
                          hint="declare static input shapes in models/<name>.toml [inputs]") from None
     if not traced or not tensors:
-        return mod, None
+        return mod, None, external
     from . import provenance
 
-    return mod, provenance.onnx_operators(model.graph, tensors)
+    return mod, provenance.onnx_operators(model.graph, tensors), external
 
 
 @contextlib.contextmanager
@@ -210,7 +256,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     from ..core.workloads import structural_hash
 
     target = tvm.target.Target(target_spec.tvm_target)
-    imported, operators = import_model_traced(spec)
+    imported, operators, external = import_model_traced(spec)
     stages = fuse_stages(imported, target)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
@@ -222,6 +268,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
     traced, error = _provenance(operators, stages, funcs)
+    written = [layout.workload(n) for n in funcs] + [layout.graph_dir / o for o in objects]
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
         workloads=tuple(manifest.Workload(n, structural_hash(f)) for n, f in funcs.items()),
@@ -229,4 +276,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
         inputs=_inputs_of(fused),
         operators=traced,
         provenance_error=error,
+        external_data=external,
+        outputs=tuple((str(p.relative_to(layout.partition_dir)), p.stat().st_size, file_digest(p))
+                      for p in written),
     ))

@@ -8,9 +8,16 @@ call over all of them.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from . import toolchain
+
+
+def configure_c(spec):
+    """The ``c`` target compiles every workload with the system C compiler: which one, and
+    its version, are part of the target's key (found at load time, without TVM)."""
+    return dataclasses.replace(spec, toolchain=f"cc {toolchain.identity()}")
 
 
 def write_object(lib, tmp: Path, _name: str, _target) -> None:

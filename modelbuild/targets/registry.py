@@ -57,6 +57,7 @@ class TargetSpec:
     artifact_suffix: str = ".o"
     sources: tuple[str, ...] = ("targets/cpu.py",)
     toolchain: str = ""
+    device: str = "cpu"  # where its libraries run: tvm.device(device) (measuring, benchmarks)
 
     @property
     def kind(self) -> str:
@@ -84,14 +85,15 @@ register(TargetSpec(
     "llvm", {"kind": "llvm"}, "host CPU through LLVM (default)", records_from=("llvm",)))
 register(TargetSpec(
     "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
-    records_from=("c", "llvm"), emit=cpu.compile_c_source))
+    records_from=("c", "llvm"), emit=cpu.compile_c_source, configure=cpu.configure_c))
 register(TargetSpec(
     "cuda", {"kind": "cuda", "host": {"kind": "llvm"}},
     "NVIDIA GPU: kernels compiled by nvcc, host code through LLVM",
     records_from=("cuda",), configure=cuda.configure,
     default_schedule=cuda.default_schedule, emit=cuda.emit,
     pack_graph_imports=cuda.pack_graph_imports, link=cuda.link,
-    artifact_suffix=".cuda.tar", sources=("targets/cuda.py", "targets/libblob.py")))
+    artifact_suffix=".cuda.tar", sources=("targets/cuda.py", "targets/libblob.py"),
+    device="cuda"))
 
 DEFAULT_TARGET = "llvm"
 

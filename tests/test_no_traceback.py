@@ -1,0 +1,149 @@
+"""No input ends in a Python traceback: every command, given malformed arguments or a bad
+model, says what is wrong on stderr and exits non-zero."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import cli, make_project, tiny_conv_workload
+from onnx_models import tiny_model
+
+MALFORMED = [
+    [], ["nosuch-command"], ["tune"], ["tune", "nosuch"], ["tune", "tiny", "--trials", "0"],
+    ["tune", "tiny", "--trials", "x"], ["tune", "tiny", "--workload", "nosuch", "--trials", "1"],
+    ["import", "tiny", "/nonexistent/db"], ["import", "nosuch", "/nonexistent/db"],
+    ["export", "tiny"], ["export", "nosuch", "/tmp/x"],
+    ["sample", "tiny", "nosuch"], ["sample", "tiny", "mean", "-n", "0"],
+    ["sample", "tiny", "mean", "--seed", "x"],
+    ["select", "tiny", "mean", "abc"], ["select", "tiny", "mean", "0"], ["select", "tiny", "mean", "99"],
+    ["select", "nosuch", "mean", "1"],
+    ["check", "nosuch"], ["check", "tiny", "--target", "nosuch"],
+    ["inspect", "nosuch"], ["inspect", "tiny", "--target", "nosuch"],
+    ["explain", "nosuch"], ["explain", "tiny", "nosuch"], ["explain", "tiny", "mean", "--node", "x"],
+    ["explain", "tiny", "--node", "nosuch"],
+    ["watch", "nosuch"], ["watch", "tiny", "--target", "nosuch"],
+    ["why", "nosuch"], ["why", "tiny", "--target", "nosuch"],
+    ["cache"], ["cache", "bogus"], ["cache", "prune"], ["cache", "prune", "--max-size", "inf"],
+    ["cache", "prune", "--max-size", "nan"], ["cache", "prune", "--max-size", "-1"],
+    ["cache", "prune", "--max-size", "lots"],
+    ["bench", "nosuch"], ["bench", "tiny", "--runs", "0"], ["bench", "tiny", "--warmup", "-1"],
+    ["bench", "tiny", "--target", "nosuch"], ["bench", "tiny", "--target", "cuda", "--no-build"],
+    ["sweep", "tiny"], ["sweep", "tiny", "--workload", "nosuch"],
+    ["sweep", "tiny", "--workload", "mean", "--variants", "x"],
+    ["sweep", "tiny", "--workload", "mean", "--mode", "bogus"],
+    ["--project", "/nonexistent", "inspect", "tiny"],
+]
+
+
+@pytest.mark.parametrize("args", MALFORMED, ids=lambda a: " ".join(a) or "(none)")
+def test_malformed_arguments_are_refused_in_words(tiny_built, args):
+    proc = cli(tiny_built, *args, check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.stderr.strip(), "the error goes to stderr"
+    assert "error" in proc.stderr.lower()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["build:nosuch"], "unknown model 'nosuch'"),
+    (["build:tiny", "target=nosuch"], "unsupported target 'nosuch'"),
+    (["bench:tiny", "runs=x"], "runs=x: expected a whole number"),
+    (["lower:tiny/nosuch"], "has no workload 'nosuch'"),
+])
+def test_malformed_doit_requests_are_refused_in_words(tiny_built, args, needle):
+    run = tiny_built.doit(*args, check=False)
+    assert run.returncode != 0 and needle in run.output
+    assert "Traceback" not in run.output
+
+
+def test_outside_a_project_commands_say_so(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "inspect", "tiny"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "not inside a modelbuild project" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _symbolic_batch_model():
+    model = tiny_model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    return model
+
+
+def test_a_model_with_a_symbolic_dimension_asks_for_its_shape(tmp_path):
+    project = make_project(tmp_path / "p", {"dyn": _symbolic_batch_model()})
+    run = project.doit("build:dyn", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "model input 'x' has no static shape ([N, 3, 16, 16])" in run.output
+    assert "[inputs]" in run.output and "x = [1, 3, 16, 16]" in run.output
+    (project.root / "models" / "dyn.toml").write_text('[inputs]\nx = [2, 3, 16, 16]\n')
+    project.doit("build:dyn")
+    (project.root / "models" / "dyn.toml").write_text('[inputs]\ny = [2, 3, 16, 16]\n')
+    run = project.doit("build:dyn", check=False)
+    assert run.returncode != 0 and "[inputs] names y, which the model does not have" in run.output
+
+
+def test_a_model_file_that_is_not_onnx_is_named(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "models" / "tiny.onnx").write_bytes(b"PK\x03\x04 this is a zip file")
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "cannot read ONNX model" in run.output
+    assert "Traceback" not in run.output
+
+
+def test_an_internal_error_is_one_paragraph_with_the_way_to_the_traceback(tiny_copy):
+    """A failure no check anticipated (here: TVM given a file that is not TIR) is reported
+    as an internal error in words, with how to see the traceback."""
+    workload = tiny_conv_workload(tiny_copy)
+    tiny_copy.workload_file("tiny", workload).write_text('{"not": "tir"}')
+    run = tiny_copy.doit(f"lower:tiny/{workload}", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "internal error in" in run.output and "MODELBUILD_TRACEBACK=1" in run.output
+
+
+SPLIT = '''
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    sch.split(x, factors=[None, 4])
+'''
+
+
+def test_export_with_a_python_schedule_exports_its_trace(tiny_copy, tmp_path):
+    workload = tiny_conv_workload(tiny_copy)
+    folder = tiny_copy.root / "schedules" / "tiny"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{workload}.py").write_text(SPLIT)
+    proc = cli(tiny_copy, "export", "tiny", str(tmp_path / "db"))
+    assert "exported 1 record(s)" in proc.stdout and "1 Python schedule(s)" in proc.stdout
+    fresh = make_project(tmp_path / "fresh", {"tiny": tiny_model()})
+    report = json.loads(cli(fresh, "import", "tiny", str(tmp_path / "db"), "--json").stdout)
+    assert report["written"] == [workload]
+    trace = json.loads(fresh.record("tiny", workload).read_text())["trace"]
+    assert any(inst[0] == "Split" for inst in trace[0])
+
+
+def test_sampling_that_finds_nothing_valid_says_so(tiny_built, monkeypatch):
+    import tvm
+
+    from modelbuild.core.errors import BuildError
+    from modelbuild.schedules import sample
+    from modelbuild.targets import registry
+
+    workload = tiny_conv_workload(tiny_built)
+    func = tvm.ir.load_json(tiny_built.workload_file("tiny", workload).read_text())
+    monkeypatch.setattr(sample, "_valid", lambda sch, postprocs: False)
+    with pytest.raises(BuildError, match="sampling found 0 valid variant"):
+        sample.sample_records(func, workload, registry.resolve("llvm"), 2)
+
+
+def test_a_broken_pyproject_is_named(tiny_copy):
+    # (doit itself reads pyproject.toml for [tool.doit] first, and prints its own traceback
+    # for a file it cannot parse: that part is doit's.)
+    (tiny_copy.root / "pyproject.toml").write_text('[tool.modelbuild]\ncache-dir = \n')
+    proc = cli(tiny_copy, "cache", "stats", check=False)
+    assert proc.returncode == 1 and "pyproject.toml: not valid TOML" in proc.stderr
+    (tiny_copy.root / "pyproject.toml").write_text('[tool.modelbuild]\ncache_dir = "x"\n')
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "unknown keys in [tool.modelbuild]: cache_dir" in run.output
+    assert "Traceback" not in run.output + proc.stderr
