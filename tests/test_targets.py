@@ -261,3 +261,34 @@ def test_cuda_kernels_equal_tvm_compiles_without_nvcc_or_gpu(tiny_built):
         theirs.update(_kernels(module.inspect_source()))
     assert ours and set(ours) == set(theirs)
     assert ours == theirs
+
+
+def test_llvm_builds_for_this_machines_cpu_and_mcpu_chooses_another(tiny_copy):
+    """The CPU is in every key: objects for one CPU are never restored for another, and
+    going back restores them. The host's CPU comes from TVM's LLVM, asked once and
+    remembered (no TVM in the doit process)."""
+    import subprocess
+    import sys
+
+    from modelbuild.targets import hostcpu
+
+    host = hostcpu.host()["cpu"]
+    assert targets.resolve("llvm").tvm_target == {"kind": "llvm", "mcpu": host}
+    objects = tiny_copy.objects("tiny")
+    why = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny", "--mcpu", "x86-64",
+                          "--json"], cwd=tiny_copy.root, capture_output=True, text=True)
+    assert f"target changed (mcpu: {host} -> x86-64)" in why.stdout
+    other = tiny_copy.doit("build:tiny", "mcpu=x86-64")
+    assert other.ran_kind("codegen") and not other.from_cache
+    assert tiny_copy.objects("tiny") != objects
+    x = model_inputs(tiny_copy.root, "tiny")
+    expected = run_library(tiny_copy.library("tiny"), x)
+    back = tiny_copy.doit("build:tiny")
+    assert {t for t in back.from_cache if t.startswith("codegen:")} == {
+        f"codegen:tiny/{name[:-2]}" for name in objects}
+    assert tiny_copy.objects("tiny") == objects
+    assert_close(run_library(tiny_copy.library("tiny"), x), expected)
+    bad = tiny_copy.doit("build:tiny", "mcpu=nosuch", check=False)
+    assert bad.returncode != 0 and "mcpu=nosuch: not a CPU that TVM's LLVM knows" in bad.output
+    bad = tiny_copy.doit("build:tiny", "target=c", "mcpu=x86-64", check=False)
+    assert bad.returncode != 0 and "target 'c' takes no option mcpu" in bad.output

@@ -6,10 +6,9 @@ import json
 
 from ..core import manifest
 from ..core.errors import BuildError
-from ..targets import registry
 from . import buildrun
 from .output import console, errors
-from .workspace import model_layout, project_of
+from .workspace import choice_of, model_layout, project_of
 
 
 def run(args) -> int:
@@ -19,11 +18,12 @@ def run(args) -> int:
 
     project = project_of(args)
     layout = model_layout(project, args.model)
-    registry.resolve(args.target)
+    choice = choice_of(args)
+    choice.resolve()
     err = errors
     if args.build:
-        with err.status(f"doit build:{args.model} target={args.target} ..."):
-            run = buildrun.build(project, args.model, args.target)
+        with err.status(f"doit build:{args.model} {' '.join(choice.doit_vars())} ..."):
+            run = buildrun.build(project, args.model, choice)
         if not run.ok:
             raise BuildError(f"build of '{args.model}' failed: {run.reason}",
                              hint=f"doit build:{args.model} shows the whole output")

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from ..core.layout import Project
+from ..targets.registry import Choice
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ def cache_hits(project: Project) -> int | None:
     return None if counts is None else counts["hit"]
 
 
-def build(project: Project, model: str, target: str = "llvm") -> BuildRun:
+def build(project: Project, model: str, choice: Choice = Choice()) -> BuildRun:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "doit", f"build:{model}", f"target={target}"],
+    proc = subprocess.run([sys.executable, "-m", "doit", f"build:{model}", *choice.doit_vars()],
                           cwd=project.root, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     return BuildRun(proc.returncode == 0, seconds, proc.stdout + proc.stderr, cache_hits(project))

@@ -29,12 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune a model's workloads with MetaSchedule and write records")
     p.add_argument("model")
     p.add_argument("--workload", action="append", help="only this workload (repeatable)")
-    p.add_argument("--trials", type=_positive, help="measured trials per workload")
+    p.add_argument("--all-workloads", action="store_true",
+                   help="tune every workload with a reduction, not only those taking 99%% of "
+                        "the time with the default schedule")
+    p.add_argument("--trials", type=_positive,
+                   help="at most this many measured trials per workload (total: this times the "
+                        "workloads)")
     p.add_argument("--total-trials", type=_positive, default=64,
-                   help="trial budget split over the workloads when --trials is not given")
+                   help="measured trials in all, placed by MetaSchedule's gradient task "
+                        "scheduler, workloads weighted by their calls per run (default 64)")
     p.add_argument("--work-dir", help="MetaSchedule database directory "
                                       "(default: build/<model>/tuning)")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep-if-faster", action=argparse.BooleanOptionalAction, default=True,
                    help="time each tuned record against the default schedule here and keep "
@@ -52,12 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time each record against the default schedule here; keep only faster ones")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="import_records")
 
     p = sub.add_parser("export", help="write a model's records as a MetaSchedule JSONDatabase")
     p.add_argument("model")
     p.add_argument("out_dir")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="export_records")
 
     p = sub.add_parser("sample", help="sample valid schedule variants of one workload "
@@ -67,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--count", type=_positive, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="sample_variants")
 
     p = sub.add_parser("select", help="make one sampled variant the active record")
@@ -78,12 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate every record against the current model")
     p.add_argument("model")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="check_records")
 
     p = sub.add_parser("inspect", help="list a model's workloads with their record status")
     p.add_argument("model")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="inspect_records")
 
     p = sub.add_parser("explain", help="which model operators each workload computes; one "
@@ -93,17 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="which workload computes this operator (ONNX node name)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="explain")
 
     p = sub.add_parser("watch", help="rebuild a model in one warm process on every edit")
     p.add_argument("model")
     p.add_argument("--bench", action="store_true", help="print end-to-end latency after each rebuild")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="watch")
 
     p = sub.add_parser("why", help="dry run: which tasks the next build runs, and why")
     p.add_argument("model")
     p.add_argument("--target", help="the target the build would use (default: llvm)")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(module="why")
 
@@ -122,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run `doit build:<model>` first, so the library matches the records "
                         "(default: on)")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="bench")
 
     p = sub.add_parser("sweep", help="build and benchmark the model once per variant of "
@@ -149,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print the result (the saved JSON) on stdout; progress goes to stderr")
     p.add_argument("--target", default="llvm")
+    p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.set_defaults(module="sweep")
     return parser
 

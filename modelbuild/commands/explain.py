@@ -25,7 +25,7 @@ from ..core.manifest import Manifest, Operator
 from ..core.units import format_size
 from ..schedules import status
 from .output import console
-from .workspace import ensure_partitioned, project_of
+from .workspace import choice_of, ensure_partitioned, project_of
 
 # -- reports ---------------------------------------------------------------------
 
@@ -288,7 +288,7 @@ def run(args) -> int:
     if args.workload and args.node:
         raise BuildError("give a workload or --node, not both")
     project = project_of(args)
-    man = ensure_partitioned(project, args.model, args.target)
+    man = ensure_partitioned(project, args.model, choice_of(args))
     layout = project.model(args.model)
     if args.node:
         report = node_report(layout, man, args.node)

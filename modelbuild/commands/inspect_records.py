@@ -9,13 +9,14 @@ from rich.table import Table
 
 from ..schedules import status
 from .output import console
-from .workspace import ensure_partitioned, project_of
+from .workspace import choice_of, ensure_partitioned, project_of
 
 
 def run(args) -> int:
     project = project_of(args)
-    man = ensure_partitioned(project, args.model, args.target)
-    rows = status.rows(project.model(args.model), man)
+    choice = choice_of(args)
+    man = ensure_partitioned(project, args.model, choice)
+    rows = status.rows(project.model(args.model), man, choice.resolve().tvm_target)
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return 0

@@ -29,7 +29,7 @@ from ..targets import registry
 from . import buildrun
 from .output import console, errors
 from .sweep_plot import label, legend, plot
-from .workspace import ensure_partitioned, model_layout, project_of
+from .workspace import choice_of, ensure_partitioned, model_layout, project_of
 
 MODES = ("one-at-a-time", "cross")
 # What "fastest" means: the end-to-end median, or the sum of the swept workloads'
@@ -128,7 +128,7 @@ class Sweep:
     workloads: list[str]
     steps: list[Step]
     mode: str = "one-at-a-time"
-    target: str = "llvm"
+    target: registry.Choice = registry.Choice()
     runs: int = 10
     warmup: int = 2
     by: str = "latency"
@@ -151,7 +151,7 @@ class Sweep:
             row.reason = built.reason
             return row
         on_phase("benchmarking")
-        result = benchmark.measure(layout.library, man, model=self.model, target=self.target,
+        result = benchmark.measure(layout.library, man, model=self.model, target=self.target.name,
                                    runs=self.runs, warmup=self.warmup)
         row.latency_ms = result["latency_ms"]
         row.workload_ms = {w: result["workloads"][w]["median_ms"] for w in self.workloads}
@@ -168,7 +168,7 @@ class Sweep:
         return min(ok, key=lambda i: self.score(self.rows[i])) if ok else None
 
     def to_json(self, before: dict, after: dict, selected: bool) -> dict:
-        return {"model": self.model, "target": self.target, "mode": self.mode,
+        return {"model": self.model, "target": str(self.target), "mode": self.mode,
                 "workloads": self.workloads, "runs": self.runs, "warmup": self.warmup,
                 "before": before, "after": after, "fastest": self.fastest(),
                 "fastest_by": self.by, "selected": selected,
@@ -291,7 +291,7 @@ def check_workloads(layout: ModelLayout, man, workloads) -> None:
 
 
 def prepare(project: Project, model: str, workloads: list[str], chosen: list | None, mode: str,
-            max_builds: int, target: str) -> list[Step]:
+            max_builds: int, target: registry.Choice) -> list[Step]:
     """The plan, refused before anything is built when it is too big or cannot work."""
     layout = model_layout(project, model)
     if mode not in MODES:
@@ -329,13 +329,14 @@ def run(args) -> int:
     """`python -m modelbuild sweep`; with --json, the result is printed as JSON on stdout and
     everything else goes to stderr."""
     project = project_of(args)
-    registry.resolve(args.target)
+    choice = choice_of(args)
+    choice.resolve()
     out = errors if args.json else console
     workloads = list(dict.fromkeys(args.workload))
     steps = prepare(project, args.model, workloads, parse_variants(args.variants),
-                    args.mode, args.max_builds, args.target)
+                    args.mode, args.max_builds, choice)
     name = args.name or "+".join(workloads) + ("-cross" if args.mode == "cross" else "")
-    sweep = Sweep(project, args.model, workloads, steps, args.mode, args.target, args.runs,
+    sweep = Sweep(project, args.model, workloads, steps, args.mode, choice, args.runs,
                   args.warmup, args.by)
     then = "select the fastest" if args.select_fastest else "restore the active records"
     out.print(f"sweep {args.model}: {len(steps)} builds "

@@ -10,49 +10,116 @@ from rich.table import Table
 
 from ..core import requires
 from .output import console, errors
-from .workspace import require, workloads_of
+from .workspace import choice_of, functions, partitioned, project_of, require
+
+
+def worth_tuning(func) -> bool:
+    """Whether a workload computes a reduction (a convolution, a matrix product, a pooling):
+    element-wise workloads move memory, and the default schedule already does that well."""
+    from tvm.s_tir import Schedule
+
+    from ..core.workloads import normalize
+
+    sch = Schedule(normalize(func))
+    blocks = sch.get_child_blocks(sch.get_sblock("root", func_name="main"))
+    return any(int(iv.iter_type) == 2 for b in blocks for iv in sch.get(b).iter_vars)
+
+
+def where_the_time_is(funcs: dict, calls: dict, spec, share: float = 0.99) -> dict:
+    """The workloads that take ``share`` of the model's time with the default schedule
+    (each timed here alone, times its calls per run), slowest first: trials spent on the
+    rest could win at most the remaining 1%."""
+    from ..schedules.timing import default_schedule, kernel_seconds
+
+    cost = {n: calls.get(n, 1) * kernel_seconds(default_schedule(f, n, spec), n, spec,
+                                                number=1, repeat=3)
+            for n, f in funcs.items()}
+    total, kept, chosen = sum(cost.values()), 0.0, {}
+    for name in sorted(cost, key=lambda n: -cost[n]):
+        if kept >= share * total:
+            break
+        chosen[name] = funcs[name]
+        kept += cost[name]
+    return chosen
 
 
 def run(args) -> int:
+    import time
+
     from rich.progress import Progress
 
     from ..schedules import msdb
     from ..schedules import tune as tuning
 
     requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
-    project, spec, funcs = workloads_of(args)
+    project, choice = project_of(args), choice_of(args)
+    spec = choice.resolve()
+    part = partitioned(project, args.model, choice)
+    funcs = functions(part)
+    calls = {w.name: w.calls for w in part.manifest.workloads}
     if args.workload:
         require(args.model, funcs, args.workload)
-        funcs = {k: v for k, v in funcs.items() if k in args.workload}
-    if args.trials is not None:
-        per = args.trials
+        chosen = {k: v for k, v in funcs.items() if k in args.workload}
     else:
-        per = max(1, args.total_trials // max(1, len(funcs)))
+        chosen = {k: v for k, v in funcs.items() if calls.get(k, 0) > 0 and worth_tuning(v)}
+        if not args.all_workloads:
+            with (errors if args.json else console).status("timing each workload's default "
+                                                           "schedule ..."):
+                chosen = where_the_time_is(chosen, calls, spec)
+    if args.trials is not None:
+        total, per = args.trials * len(chosen), args.trials
+    else:
+        total, per = args.total_trials, None
     work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
     out = errors if args.json else console  # with --json, stdout holds the JSON alone
-    out.print(f"tuning {len(funcs)} workload(s) of {args.model} for {spec.name}: "
-                  f"{per} trials each, cost model {tuning.cost_model_name()}, search "
-                  f"{tuning.search_strategy_name()}, database {work_dir}")
+    skipped = len(funcs) - len(chosen)
+    out.print(f"tuning {len(chosen)} workload(s) of {args.model} for {choice}"
+              + (f" (the {skipped} others, element-wise, unused or under 1% of the time, keep "
+                 "the default schedule)" if skipped and not args.workload else "")
+              + f": {total} trials in all, weighted by calls per run; cost model "
+                f"{tuning.COST_MODEL}, search {tuning.SEARCH}, task scheduler "
+                f"{tuning.TASK_SCHEDULER}, database {work_dir}")
+    measured: dict[str, int] = {}
+    start = time.perf_counter()
     with Progress(console=out, transient=False, redirect_stdout=False,
                   redirect_stderr=False) as progress:
-        bar = progress.add_task("tuning", total=per * len(funcs))
+        bar = progress.add_task("tuning", total=total)
 
         def on_measured(name, count):
+            measured[name] = measured.get(name, 0) + count
             progress.update(bar, advance=count, description=f"measured {name}")
 
-        tuning.tune(funcs, spec, work_dir, per, seed=args.seed, on_measured=on_measured)
-        progress.update(bar, completed=per * len(funcs), description="tuned")
-    report = msdb.import_database(work_dir, args.model, funcs, project.model(args.model),
-                                  source="tuned", only=set(funcs),
+        trained = tuning.tune(chosen, spec, work_dir, total, weights=calls,
+                              max_per_workload=per, seed=args.seed, on_measured=on_measured)
+        progress.update(bar, completed=total, description="tuned")
+    seconds = time.perf_counter() - start
+    report = msdb.import_database(work_dir, args.model, chosen, project.model(args.model),
+                                  source="tuned", only=set(chosen),
                                   keep_if_faster=spec if args.keep_if_faster else None)
-    print_import(report, work_dir, args.json)
+    done = sum(measured.values())
+    summary = {"trials": dict(sorted(measured.items())), "calls": {n: calls[n] for n in chosen},
+               "seconds": round(seconds, 1),
+               "trials_per_minute": round(60 * done / seconds, 1) if seconds > 0 else None,
+               "cost_model": tuning.COST_MODEL, "cost_model_trained_on": trained,
+               "search": tuning.SEARCH,
+               "task_scheduler": tuning.TASK_SCHEDULER, "target": spec.tvm_target}
+    if not args.json:
+        out.print(f"measured {done} trials in {seconds:.0f} s "
+                  f"({summary['trials_per_minute']} per minute); the {tuning.COST_MODEL} cost "
+                  + (f"model was trained on {trained} of them" if trained else
+                     "model never trained (too few trials): the search was random")
+                  + "; per workload (calls per run): "
+                  + ", ".join(f"{n} {k} ({calls[n]})" for n, k in sorted(measured.items(),
+                                                                   key=lambda kv: -kv[1])))
+    print_import(report, work_dir, args.json, extra={"tuning": summary})
     return 0
 
 
-def print_import(report, work_dir, as_json: bool = False) -> None:
+def print_import(report, work_dir, as_json: bool = False, extra: dict | None = None) -> None:
     """The import's outcome: a table and a summary line, or (``as_json``) the report as JSON."""
     if as_json:
-        print(json.dumps({"database": str(work_dir), **report.to_json()}, indent=2))
+        print(json.dumps({"database": str(work_dir), **report.to_json(), **(extra or {})},
+                         indent=2))
         return
     table = Table(title=f"import from {work_dir}")
     table.add_column("result")

@@ -21,7 +21,7 @@ from ..graph.reporter import WatchReporter
 from ..graph.tasks import BuildGraph
 from ..measure.latency import library_latency, model_inputs
 from ..targets import registry
-from .workspace import model_layout, project_of
+from .workspace import choice_of, model_layout, project_of
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -54,9 +54,9 @@ class _FreshGraph(DodoTaskLoader):
     with the task creators of a new BuildGraph on every rebuild: an edited model
     declaration or record is read again, exactly as a new `doit` process would."""
 
-    def __init__(self, root: Path, model: str, target: str):
+    def __init__(self, root: Path, model: str, choice: registry.Choice):
         super().__init__()
-        self.root, self.model, self.target = root, model, target
+        self.root, self.model, self.choice = root, model, choice
 
     def setup(self, opt_values):
         super().setup(opt_values)
@@ -65,23 +65,24 @@ class _FreshGraph(DodoTaskLoader):
         self.namespace["DOIT_CONFIG"] = config
 
     def load_tasks(self, cmd, pos_args):
-        variables = {"target": self.target}
+        variables = {"target": self.choice.name, "mcpu": self.choice.mcpu}
         graph = BuildGraph(self.root, var=lambda name, default=None: variables.get(name, default),
                            requested=[f"build:{self.model}"])
         self.namespace.update(graph.creators())
         return super().load_tasks(cmd, pos_args)
 
 
-def rebuild(project: Project, model: str, target: str) -> tuple[int, float]:
+def rebuild(project: Project, model: str, choice: registry.Choice) -> tuple[int, float]:
     """One in-process `doit build:<model>`; returns (doit's exit code, seconds)."""
     start = time.perf_counter()
-    loader = _FreshGraph(project.root, model, target)
+    loader = _FreshGraph(project.root, model, choice)
     code = DoitMain(loader).run(["-f", str(project.root / "dodo.py"), f"build:{model}",
-                                 f"target={target}"])
+                                 *choice.doit_vars()])
     return code, time.perf_counter() - start
 
 
-def watch(project: Project, model: str, target: str = "llvm", bench: bool = False,
+def watch(project: Project, model: str, choice: registry.Choice = registry.Choice(),
+          bench: bool = False,
           interval: float = 0.05) -> int:
     import tvm  # noqa: F401  - loaded once, for every rebuild to come
 
@@ -91,12 +92,12 @@ def watch(project: Project, model: str, target: str = "llvm", bench: bool = Fals
     stamps = watched_files(project, model)
     try:
         while True:
-            code, secs = rebuild(project, model, target)
+            code, secs = rebuild(project, model, choice)
             if code == 0:
                 line = f"[green]rebuilt[/green] {model} in {secs:.2f} s"
                 if bench:
                     layout = project.model(model)
-                    dev = registry.resolve(target).device
+                    dev = choice.resolve().device
                     now, _ = library_latency(layout.library,
                                              model_inputs(manifest.read(layout.manifest),
                                                           device_name=dev),
@@ -126,5 +127,6 @@ def watch(project: Project, model: str, target: str = "llvm", bench: bool = Fals
 def run(args) -> int:
     project = project_of(args)
     model_layout(project, args.model)
-    registry.resolve(args.target)
-    return watch(project, args.model, args.target, bench=args.bench)
+    choice = choice_of(args)
+    choice.resolve()
+    return watch(project, args.model, choice, bench=args.bench)

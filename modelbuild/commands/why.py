@@ -9,9 +9,8 @@ from pathlib import Path
 from rich.markup import escape
 
 from ..graph import plan
-from ..targets import registry
 from .output import console
-from .workspace import model_layout, project_of
+from .workspace import choice_of, model_layout, project_of
 
 
 def run(args) -> int:
@@ -20,13 +19,13 @@ def run(args) -> int:
     # doit's state names files relative to the project root, where doit runs the build:
     # this dry run runs there too (as `doit` itself does, for dodo.py's directory).
     os.chdir(project.root)
-    verdicts = plan.explain(Path("."), args.model, args.target)
+    verdicts = plan.explain(Path("."), args.model, args.target, args.mcpu)
     if args.json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2))
         return 0
     runs = [v for v in verdicts if v.action == plan.RUN]
     restores = [v for v in verdicts if v.action == plan.RESTORE]
-    target = args.target or registry.DEFAULT_TARGET
+    target = choice_of(args)
     if not verdicts:
         console.print(f"{args.model} (target {target}): nothing will run; "
                       f"`doit build:{args.model}` is up to date")

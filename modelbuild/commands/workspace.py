@@ -32,16 +32,28 @@ def model_layout(project: Project, model: str) -> ModelLayout:
     return project.model(model)
 
 
-def ensure_partitioned(project: Project, model: str, target: str = "llvm") -> manifest_mod.Manifest:
-    """The manifest of the model's workloads for ``target``."""
-    return partitioned(project, model, target).manifest
+def choice_of(args) -> registry.Choice:
+    """The target a command's arguments choose (--target, --mcpu)."""
+    return registry.Choice(getattr(args, "target", None) or registry.DEFAULT_TARGET,
+                           getattr(args, "mcpu", None))
 
 
-def load_workloads(project: Project, model: str, target: str = "llvm") -> dict:
-    """name -> PrimFunc of every workload of the model, for ``target``."""
+def ensure_partitioned(project: Project, model: str,
+                       choice: registry.Choice = registry.Choice()) -> manifest_mod.Manifest:
+    """The manifest of the model's workloads for the chosen target."""
+    return partitioned(project, model, choice).manifest
+
+
+def load_workloads(project: Project, model: str,
+                   choice: registry.Choice = registry.Choice()) -> dict:
+    """name -> PrimFunc of every workload of the model, for the chosen target."""
+    return functions(partitioned(project, model, choice))
+
+
+def functions(part: "Partitioned") -> dict:
+    """name -> PrimFunc of every workload of a partition."""
     import tvm
 
-    part = partitioned(project, model, target)
     return {w.name: tvm.ir.load_json(part.layout.workload(w.name).read_text())
             for w in part.manifest.workloads}
 
@@ -52,7 +64,8 @@ class Partitioned:
     layout: ModelLayout  # where its workload files are: build/<model>/, or a private folder
 
 
-def partitioned(project: Project, model: str, target: str = "llvm") -> Partitioned:
+def partitioned(project: Project, model: str,
+                choice: registry.Choice = registry.Choice()) -> Partitioned:
     """The model's workloads as a build for ``target`` would make them, leaving the build's
     state as it is: the build's own partition when it is current for that target; when
     the model was never partitioned, a `doit partition:<model>` (what the first build
@@ -61,14 +74,13 @@ def partitioned(project: Project, model: str, target: str = "llvm") -> Partition
     from ..graph.tasks import Context, partition_current
 
     layout = model_layout(project, model)
-    spec = registry.resolve(target)
-    ctx = Context(project, models.discover(project.models_dir), spec)
+    ctx = Context(project, models.discover(project.models_dir), choice.resolve())
     man = manifest_mod.read(layout.manifest)
     if man is not None and partition_current(ctx, ctx.models[model]):
         return Partitioned(man, layout)
     if man is None and not layout.partition_dir.exists():
         proc = subprocess.run([sys.executable, "-m", "doit", f"partition:{model}",
-                               f"target={target}"], cwd=project.root, capture_output=True,
+                               *choice.doit_vars()], cwd=project.root, capture_output=True,
                               text=True)
         if proc.returncode != 0:
             raise BuildError(f"partition of '{model}' failed:\n{proc.stdout}{proc.stderr}")
@@ -119,8 +131,8 @@ def project_of(args) -> Project:
 def workloads_of(args) -> tuple[Project, TargetSpec, dict]:
     """(project, target spec, name -> PrimFunc) for the command's model, partitioned."""
     project = project_of(args)
-    spec = registry.resolve(args.target)
-    return project, spec, load_workloads(project, args.model, spec.name)
+    choice = choice_of(args)
+    return project, choice.resolve(), load_workloads(project, args.model, choice)
 
 
 def require(model: str, funcs: dict, names) -> None:

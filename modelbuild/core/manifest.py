@@ -13,13 +13,14 @@ import msgpack
 
 from . import atomic
 
-FORMAT = 3  # 2: operators (provenance); 3: external data files, outputs with sizes and digests
+FORMAT = 3  # 2: operators (provenance); 3: external data files, outputs, calls per workload
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
     hash: str  # structural hash of the workload as MetaSchedule normalizes it
+    calls: int = 1  # how many times one run of the graph calls it (tuning's weight)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Manifest:
         return msgpack.packb({
             "format": FORMAT,
             "model": self.model,
-            "workloads": [[w.name, w.hash] for w in self.workloads],
+            "workloads": [[w.name, w.hash, w.calls] for w in self.workloads],
             "graph_objects": list(self.graph_objects),
             "inputs": [[n, list(s), d] for n, s, d in self.inputs],
             "operators": [[o.name, o.op_type, o.workload, o.note, list(o.also)]
@@ -79,7 +80,7 @@ class Manifest:
             raise ValueError(f"manifest format {raw.get('format')} != {FORMAT}")
         return cls(
             model=raw["model"],
-            workloads=tuple(Workload(n, h) for n, h in raw["workloads"]),
+            workloads=tuple(Workload(n, h, int(c)) for n, h, c in raw["workloads"]),
             graph_objects=tuple(raw["graph_objects"]),
             inputs=tuple((n, tuple(s), d) for n, s, d in raw["inputs"]),
             operators=tuple(Operator(n, t, w, note, tuple(also))

@@ -193,7 +193,8 @@ def _file_reasons(status) -> list[str]:
     return out
 
 
-def explain(root: Path, model: str, target_name: str | None = None) -> list[Verdict]:
+def explain(root: Path, model: str, target_name: str | None = None,
+            mcpu: str | None = None) -> list[Verdict]:
     """What `doit build:<model> [target=...]` would do, task by task (only tasks that act).
 
     Runs where doit runs the build, in the project root (``root`` is that directory:
@@ -201,7 +202,7 @@ def explain(root: Path, model: str, target_name: str | None = None) -> list[Verd
     the build's own: doit's status of partition and link (read only), and each cached
     step's ``Step.decide``.
     """
-    ctx = load_context(root, target_name)
+    ctx = load_context(root, target_name, mcpu)
     project = ctx.project
     layout = project.model(model)
     verdicts: list[Verdict] = []

@@ -49,7 +49,7 @@ DOCS = {
     "lower": "Apply a workload's schedule record (schedules/<model>/<workload>.json or .py) to its TIR.",
     "codegen": "Compile one scheduled workload to an object file.",
     "link": "Link a model's objects and graph into build/<model>/<model>.so.",
-    "build": "Build a model's library: doit build:<model> [target=llvm].",
+    "build": "Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>].",
     "bench": "Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> "
              "build/<model>/bench.json.",
 }
@@ -83,14 +83,15 @@ class Context:
         return {**self.config_for("link"), "cc": _compiler_or_none()}
 
 
-def load_context(root: Path, target: str | None) -> Context:
+def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Context:
     """The project at ``root`` (its models, its registered targets) and the target chosen."""
     table = settings.read(root)
     registry.load_project_targets(root, table.get("targets"))
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
-    return Context(project, models.discover(project.models_dir), registry.resolve(target))
+    return Context(project, models.discover(project.models_dir),
+                   registry.resolve(target, mcpu=mcpu))
 
 
 def _compiler_or_none() -> str:
@@ -347,7 +348,7 @@ class BuildGraph:
     @functools.cached_property
     def context(self) -> Context:
         try:
-            return load_context(self.root, self.var("target", None))
+            return load_context(self.root, self.var("target", None), self.var("mcpu", None))
         except BuildError as err:
             raise invalid(str(err)) from None
 
@@ -391,7 +392,7 @@ class BuildGraph:
             yield link_placeholder(ctx, m)
 
     def task_build(self):
-        """Build a model's library: doit build:<model> [target=llvm]."""
+        """Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>]."""
         ctx = self.context
         yield group("build", [f"build:{m}" for m in ctx.models])
         for m in ctx.models:

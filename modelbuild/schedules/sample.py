@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core.errors import BuildError
 from ..targets.registry import TargetSpec
+from . import intrinsics
 from .records import Record, plain
 
 
@@ -35,6 +36,7 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
 
     from ..core.workloads import normalize, structural_hash
 
+    intrinsics.load_for(target_spec.kind)
     mod = normalize(func)
     target = tvm.target.Target(tuning_target(target_spec))
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",

@@ -28,7 +28,24 @@ class Row:
         return asdict(self)
 
 
-def rows(layout: ModelLayout, man: Manifest) -> list[Row]:
+def cpu_of(target: dict) -> str:
+    """The CPU a target dict builds for (a record's, or a build's): its mcpu, else generic."""
+    return str(target.get("mcpu") or "generic x86-64") if target.get("kind") in ("llvm", "c") \
+        else str(target.get("arch") or target.get("kind"))
+
+
+def other_cpu(record_target: dict, build_target: dict | None) -> str:
+    """A note when a record was tuned for another CPU than the build's ("" otherwise): it
+    still applies (the schedule is the same), but was timed elsewhere."""
+    if build_target is None or record_target.get("kind") != build_target.get("kind"):
+        return ""
+    tuned, building = cpu_of(record_target), cpu_of(build_target)
+    return "" if tuned == building else f"tuned for {tuned}, building for {building}: applies"
+
+
+def rows(layout: ModelLayout, man: Manifest, build_target: dict | None = None) -> list[Row]:
+    """A row per workload; ``build_target`` (the target dict a build uses) notes records
+    tuned for another CPU."""
     out = []
     for w in man.workloads:
         record = active(layout, w.name)
@@ -55,7 +72,7 @@ def rows(layout: ModelLayout, man: Manifest) -> list[Row]:
         if rec.workload_hash != w.hash:
             status, note = "stale", "made for another version of this workload"
         else:
-            status, note = (rec.source or "hand"), ""
+            status, note = (rec.source or "hand"), other_cpu(rec.target, build_target)
         out.append(Row(w.name, status, secs, str(path), variants.active_variant(layout, w.name),
                        count, note))
     return out

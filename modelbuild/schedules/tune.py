@@ -11,21 +11,25 @@ from typing import Callable
 
 from ..targets.registry import TargetSpec
 
+COST_MODEL = "xgb"            # MetaSchedule's XGBoost cost model (xgboost-cpu)
+SEARCH = "evolutionary"        # its evolutionary search, guided by the cost model
+TASK_SCHEDULER = "gradient"    # trials go where weight x latency gain is largest
+
 
 def cost_model_name() -> str:
-    """MetaSchedule's XGBoost cost model when xgboost is installed, else random."""
-    try:
-        import xgboost  # noqa: F401
-    except ImportError:
-        return "random"
-    return "xgb"
+    return COST_MODEL
 
 
 def search_strategy_name() -> str:
-    """Evolutionary search needs a cost model to be worth its cost; without one,
-    replaying random traces from the design space measures the same kind of
-    candidates without scoring thousands of them per round."""
-    return "evolutionary" if cost_model_name() == "xgb" else "replay-trace"
+    return SEARCH
+
+
+def trials_per_round(total_trials: int, workloads: int) -> int:
+    """Candidates measured per round of one workload: MetaSchedule's 64 when the budget is
+    large; smaller for small budgets, so every workload gets a first round and the gradient
+    scheduler still has trials left to place."""
+    share = total_trials // max(1, 2 * workloads)
+    return max(4, min(64, share - share % 4 if share >= 8 else share or 4))
 
 
 def build_candidate(mod, target, _params=None):
@@ -43,20 +47,38 @@ def build_candidate(mod, target, _params=None):
     return tvm_build(mod, target=target)
 
 
-def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_workload: int,
-         *, seed: int = 1, on_measured: Callable[[str, int], None] | None = None) -> None:
-    """Tune every workload in ``funcs`` for ``trials_per_workload`` measured trials.
+def cost_model(total_trials: int):
+    """MetaSchedule's XGBoost model; it predicts at random until it has seen
+    ``num_warmup_samples`` measurements, so a small budget lowers that (to a quarter of it)."""
+    from tvm.s_tir import meta_schedule as ms
 
-    All workloads in one MetaSchedule run (round-robin), so the builder and
-    runner start once; ``on_measured(workload, n)`` is called after each batch.
+    return ms.cost_model.XGBModel(num_warmup_samples=min(100, max(8, total_trials // 4)),
+                                  verbose_eval=0)
+
+
+def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int, *,
+         weights: dict[str, float] | None = None, max_per_workload: int | None = None,
+         seed: int = 1, on_measured: Callable[[str, int], None] | None = None,
+         runner=None) -> int:
+    """Tune ``funcs`` (name -> PrimFunc) with ``total_trials`` measured trials in all.
+
+    One MetaSchedule run over every workload, so the builder and runner start
+    once: the XGBoost cost model guides an evolutionary search, and the gradient
+    task scheduler gives each round to the workload whose ``weights[name]`` (how
+    many times the graph calls it) times its expected latency gain is largest.
+    ``on_measured(workload, n)`` is called after each round; ``runner``: where
+    candidates run (None: this machine). Returns how many measured candidates the
+    XGBoost model was trained on (0: it never trained, and guided nothing).
     """
     import tvm
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.workloads import normalize
+    from . import intrinsics
     from .sample import tuning_target
 
+    intrinsics.load_for(target_spec.kind)
     names = list(funcs)
 
     @derived_object
@@ -69,14 +91,17 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, trials_per_worklo
     target = tvm.target.Target(tuning_target(target_spec))
     work_dir.mkdir(parents=True, exist_ok=True)
     tasks = [ms.TuneContext(mod=normalize(func), target=target, space_generator="post-order-apply",
-                            search_strategy=search_strategy_name(), task_name=name,
-                            rand_state=seed + i)
+                            search_strategy=SEARCH, task_name=name, rand_state=seed + i)
              for i, (name, func) in enumerate(funcs.items())]
+    weights = weights or {}
+    model = cost_model(total_trials)
     ms.tune.tune_tasks(
-        tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work_dir),
-        max_trials_global=trials_per_workload * len(tasks),
-        max_trials_per_task=trials_per_workload,
-        num_trials_per_iter=min(trials_per_workload, 64),
+        tasks=tasks, task_weights=[float(max(1, weights.get(n, 1))) for n in names],
+        work_dir=str(work_dir), max_trials_global=total_trials,
+        max_trials_per_task=max_per_workload or total_trials,
+        num_trials_per_iter=trials_per_round(total_trials, len(tasks)),
         builder=ms.builder.LocalBuilder(f_build=build_candidate),
-        cost_model=cost_model_name(), task_scheduler="round-robin",
+        runner=runner if runner is not None else "local",
+        cost_model=model, task_scheduler=TASK_SCHEDULER,
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Progress()])
+    return model.data_size if model.booster is not None else 0

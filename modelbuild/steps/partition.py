@@ -232,6 +232,21 @@ def build_graph(fused, workload_names, target, out_dir: Path, fpack_imports=None
     return names
 
 
+def calls_of(fused) -> dict[str, int]:
+    """How many times the graph (Relax ``main``) calls each workload per run."""
+    from tvm import ir
+
+    call_tir = ir.Op.get("relax.call_tir")
+    counts: dict[str, int] = {}
+    for block in fused["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, ir.Call) and value.op.same_as(call_tir):
+                name = value.args[0].name_hint
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def _inputs_of(fused):
     params = fused["main"].params
     return tuple((p.name, tuple(int(d) for d in p.ty.shape), str(p.ty.dtype))
@@ -268,10 +283,12 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
     traced, error = _provenance(operators, stages, funcs)
+    calls = calls_of(fused)
     written = [layout.workload(n) for n in funcs] + [layout.graph_dir / o for o in objects]
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
-        workloads=tuple(manifest.Workload(n, structural_hash(f)) for n, f in funcs.items()),
+        workloads=tuple(manifest.Workload(n, structural_hash(f), calls.get(n, 0))
+                        for n, f in funcs.items()),
         graph_objects=tuple(objects),
         inputs=_inputs_of(fused),
         operators=traced,

@@ -2,7 +2,8 @@
 
 The yardstick for correctness (tests) and speed (bench): MetaSchedule traces are
 applied through MetaSchedule's own MetaScheduleApplyDatabase pass, Python
-schedules by their function, as the build applies them.
+schedules by their function, and the workloads without a record get the target's
+default schedule (its entry's hook), as the build applies them.
 """
 
 from __future__ import annotations
@@ -46,4 +47,9 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
             [rec.trace, rec.run_secs or [1.0], rec.target, None], workload))
     with target, db:
         mod = relax.transform.MetaScheduleApplyDatabase()(fused)
+    if target_spec.default_schedule is not None:
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, tvm.tirx.PrimFunc) and not (func.attrs and
+                                                            func.attrs.get("tirx.is_scheduled")):
+                mod.update_func(gv, target_spec.default_schedule(func, gv.name_hint, target))
     return tvm.compile(mod, target)

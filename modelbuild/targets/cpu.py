@@ -1,7 +1,7 @@
-"""Hooks of the host CPU targets (``llvm``, ``c``): see targets.py for what each hook does.
+"""Hooks of the host CPU targets (``llvm``, ``c``): see registry.py for what each hook does.
 
-A CPU workload needs no default schedule of its own (TVM's default applies at
-codegen) and its artifact is a plain object file; the graph's executable is
+``llvm`` builds for this machine's CPU (or the ``mcpu`` asked for). Its artifact
+is a plain object file; the graph's executable is
 packed by ``export_library`` into an object too, so link is one system-linker
 call over all of them.
 """
@@ -11,10 +11,20 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from . import toolchain
+from . import hostcpu, toolchain
 
 
-def configure_c(spec):
+def configure_llvm(spec, options: dict):
+    """The ``llvm`` target compiles for this machine's CPU (TVM's LLVM names it; see
+    hostcpu.py), or for ``mcpu`` when one is asked for: which one is in the target dict,
+    so in every key, and an object built for one CPU is never reused for another."""
+    known = hostcpu.host()
+    mcpu = options.get("mcpu") or known["cpu"]
+    hostcpu.check_cpu(mcpu, known)
+    return dataclasses.replace(spec, tvm_target={**spec.tvm_target, "mcpu": mcpu})
+
+
+def configure_c(spec, _options: dict):
     """The ``c`` target compiles every workload with the system C compiler: which one, and
     its version, are part of the target's key (found at load time, without TVM)."""
     return dataclasses.replace(spec, toolchain=f"cc {toolchain.identity()}")

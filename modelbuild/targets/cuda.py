@@ -117,7 +117,7 @@ def _gpu(driver) -> dict | None:
     return {"arch": f"sm_{major}{minor}", **found}
 
 
-def configure(spec):
+def configure(spec, _options: dict):
     """``spec`` completed for this machine (architecture, nvcc), or a BuildError naming
     everything that is missing. Cheap, and without TVM: it runs when doit loads the tasks."""
     arch = os.environ.get(ARCH_ENV, "").strip()

@@ -3,9 +3,10 @@
 An entry holds everything that differs between targets, as hooks the steps
 call; partition, lower, codegen and link never look at the target's kind:
 
-- ``configure(spec) -> spec``: at load time, before anything runs and without
-  TVM: the entry completed for this machine, or a BuildError naming what the
-  machine lacks (None: nothing to check).
+- ``configure(spec, options) -> spec``: at load time, before anything runs and
+  without TVM: the entry completed for this machine and the options asked for
+  (``{"mcpu": ...}``), or a BuildError naming what the machine lacks (None:
+  nothing to check). ``options`` names the options the entry takes.
 - ``default_schedule(func, name, tvm_target) -> func``: lower, for a workload
   without a record (None: TVM's default schedule, applied at codegen).
 - ``emit(lib, tmp, name, spec)``: codegen, the compiled workload (``tvm.tirx.build``
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..core.errors import BuildError
-from . import cpu, cuda
+from . import cpu, cpu_schedule, cuda
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class TargetSpec:
     sources: tuple[str, ...] = ("targets/cpu.py",)
     toolchain: str = ""
     device: str = "cpu"  # where its libraries run: tvm.device(device) (measuring, benchmarks)
+    options: tuple[str, ...] = ()  # what `resolve(name, **options)` may set, e.g. ("mcpu",)
 
     @property
     def kind(self) -> str:
@@ -82,7 +84,10 @@ def register(spec: TargetSpec) -> TargetSpec:
 
 
 register(TargetSpec(
-    "llvm", {"kind": "llvm"}, "host CPU through LLVM (default)", records_from=("llvm",)))
+    "llvm", {"kind": "llvm"}, "this machine's CPU through LLVM (default; mcpu= for another CPU)",
+    records_from=("llvm",), configure=cpu.configure_llvm, options=("mcpu",),
+    default_schedule=cpu_schedule.default_schedule,
+    sources=("targets/cpu.py", "targets/cpu_schedule.py")))
 register(TargetSpec(
     "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
     records_from=("c", "llvm"), emit=cpu.compile_c_source, configure=cpu.configure_c))
@@ -98,9 +103,30 @@ register(TargetSpec(
 DEFAULT_TARGET = "llvm"
 
 
-def resolve(name: str | None) -> TargetSpec:
-    """The target called ``name``, configured for this machine; a clear error for one
-    modelbuild does not know or this machine cannot build."""
+@dataclass(frozen=True)
+class Choice:
+    """A target as a user chooses it: its name and options (``doit build:M target=llvm
+    mcpu=x86-64-v3``, ``python -m modelbuild ... --target llvm --mcpu x86-64-v3``)."""
+
+    name: str = DEFAULT_TARGET
+    mcpu: str | None = None
+
+    def resolve(self) -> "TargetSpec":
+        return resolve(self.name, mcpu=self.mcpu)
+
+    def doit_vars(self) -> list[str]:
+        """The doit command-line variables that choose it."""
+        return [f"target={self.name}"] + ([f"mcpu={self.mcpu}"] if self.mcpu else [])
+
+    def __str__(self) -> str:
+        """``llvm``, or ``llvm mcpu=x86-64-v3``."""
+        return self.name + (f" mcpu={self.mcpu}" if self.mcpu else "")
+
+
+def resolve(name: str | None, **options) -> TargetSpec:
+    """The target called ``name``, configured for this machine and ``options`` (those given as
+    None are left out); a clear error for one modelbuild does not know, an option it does not
+    take, or what this machine cannot build."""
     name = name or DEFAULT_TARGET
     try:
         spec = TARGETS[name]
@@ -110,7 +136,12 @@ def resolve(name: str | None) -> TargetSpec:
             f"unsupported target '{name}'",
             hint=f"modelbuild builds for: {known} (choose with `doit build:<model> target=NAME`)",
         ) from None
-    return spec.configure(spec) if spec.configure else spec
+    given = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(given) - set(spec.options))
+    if unknown:
+        raise BuildError(f"target '{name}' takes no option {', '.join(unknown)}",
+                         hint=f"its options: {', '.join(spec.options) or 'none'}")
+    return spec.configure(spec, given) if spec.configure else spec
 
 
 def load_project_targets(root: Path, modules) -> None:

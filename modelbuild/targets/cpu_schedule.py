@@ -1,0 +1,204 @@
+"""The CPU targets' default schedule: what a workload without a record gets (TVM's own
+default is a serial, scalar loop nest: resnet50 ran about 70x slower than onnxruntime).
+
+Rules by the shape of each block, in the spirit of DLight's GPU rules:
+
+- a copy of a tensor into an equal-shaped buffer is inlined into its consumer,
+  as are element-wise epilogues (a bias add, a ReLU) into the reduction before
+  them; a padding copy stays apart (inlined, its bounds checks would sit in the
+  innermost loop) and runs in parallel;
+- a reduction over a weight-like input ``W[c, <reduction axes>...]`` (a
+  convolution, a matrix product by a transposed weight) keeps a block of
+  ``VECTOR`` output channels ``c`` in vector registers: the weights are repacked
+  once per channel block so those channels are contiguous, a few positions of
+  the innermost output axis are unrolled beside them, the reduction axes run
+  outside, and the blocks of channels run in parallel;
+- other reductions (pooling, means) run their outer output axes in parallel;
+- element-wise blocks: every loop fused, split into parallel chunks of vectors.
+
+A rule that does not apply leaves the block to TVM's default: the schedule never
+fails a build. It is deterministic (the same workload gives the same schedule)
+and its code is part of lower's key.
+"""
+
+from __future__ import annotations
+
+VECTOR = 8        # output channels in one vector register (8 floats: AVX2; 2 on SSE)
+POSITIONS = 7     # output positions unrolled beside them (7 x 8 accumulators in registers)
+ELEMENTWISE = 16  # floats per vector in element-wise loops (LLVM splits wider vectors)
+
+
+def default_schedule(func, name: str, target):
+    """``func`` with the rules above applied (a copy; ``func`` is unchanged)."""
+    from tvm.s_tir import Schedule
+
+    from ..core.workloads import normalize
+
+    sch = Schedule(normalize(func))
+    try:
+        _apply(sch)
+    except Exception:  # noqa: BLE001 - a rule that cannot apply: TVM's default schedule
+        return func
+    return _as_scheduled(sch.mod["main"], func)
+
+
+def _as_scheduled(scheduled, original):
+    import tvm
+
+    from ..core.workloads import copy
+
+    return tvm.tirx.PrimFunc(scheduled.params, scheduled.body, scheduled.ret_type,
+                             attrs=copy(original).attrs).with_attr("tirx.is_scheduled", True)
+
+
+def _apply(sch) -> None:
+    root = sch.get_sblock("root", func_name="main")
+    _inline(sch, root)
+    for block in sch.get_child_blocks(root):
+        if _is_reduction(sch, block):
+            _reduction(sch, block)
+        else:
+            _elementwise(sch, block)
+
+
+def _is_reduction(sch, block) -> bool:
+    return any(int(iv.iter_type) == 2 for iv in sch.get(block).iter_vars)
+
+
+def _extent(sch, loop) -> int:
+    return int(sch.get(loop).extent)
+
+
+def _inline(sch, root) -> None:
+    """Inline copies and epilogues (not padding: see the module's docstring), until none is left."""
+    changed = True
+    while changed:
+        changed = False
+        for block in sch.get_child_blocks(root):
+            if _is_reduction(sch, block) or _pads(sch, block):
+                continue
+            for inline in (sch.compute_inline, sch.reverse_compute_inline):
+                try:
+                    inline(block)
+                except Exception:  # noqa: BLE001 - not inlinable: scheduled on its own
+                    continue
+                changed = True
+                break
+            if changed:
+                break
+
+
+def _pads(sch, block) -> bool:
+    """A block writing a bigger buffer than it reads: a padding."""
+    b = sch.get(block)
+    if len(b.reads) != 1 or len(b.writes) != 1:
+        return False
+    src, dst = b.reads[0].source, b.writes[0].source
+    return [int(d) for d in src.shape] != [int(d) for d in dst.shape] and len(src.shape) == len(dst.shape)
+
+
+def _largest_divisor(extent: int, cap: int) -> int:
+    return next(d for d in range(min(extent, cap), 0, -1) if extent % d == 0)
+
+
+def _weight_read(sch, block, loops, kinds):
+    """(index of the weight-like read, the loop of its channel axis, the channel's position
+    in the read's indices) or None: a read indexed by one output axis alone (the channel,
+    a multiple of VECTOR long) and otherwise by reduction axes only (``W[c, rc, ry, rx]``,
+    ``W[k, c]``)."""
+    import tvm
+
+    b = sch.get(block)
+    iter_vars = list(b.iter_vars)
+    spatial = {iv.var: i for i, iv in enumerate(iter_vars) if int(iv.iter_type) == 0}
+    reduce_vars = [iv.var for iv in iter_vars if int(iv.iter_type) == 2]
+    output = b.writes[0].source
+    for index, region in enumerate(b.reads):
+        if region.source.same_as(output) or len(region.region) < 2:
+            continue
+        found = []
+        for at, r in enumerate(region.region):
+            position = next((i for var, i in spatial.items() if r.min.same_as(var)), None)
+            if position is not None and int(r.extent) == 1:
+                found.append((at, position))
+        if len(found) != 1:
+            continue
+        at, position = found[0]
+        rest = [r.min for i, r in enumerate(region.region) if i != at]
+        used = [v for r in rest for v in tvm.tirx.analysis.undefined_vars(r)]
+        if used and all(any(v.same_as(rv) for rv in reduce_vars) for v in used) \
+                and _extent(sch, loops[position]) % VECTOR == 0:
+            return index, loops[position], at
+    return None
+
+
+def _reduction(sch, block) -> None:
+    loops = sch.get_loops(block)
+    kinds = [int(iv.iter_type) for iv in sch.get(block).iter_vars]
+    spatial = [lp for lp, k in zip(loops, kinds) if k == 0]
+    reduce = [lp for lp, k in zip(loops, kinds) if k == 2]
+    weight = _weight_read(sch, block, loops, kinds) if len(loops) == len(kinds) else None
+    if weight is not None:
+        _channel_vectors(sch, block, spatial, reduce, *weight)
+        return
+    outer = [lp for lp in spatial if _extent(sch, lp) > 1][:2] or spatial[:1]
+    if outer:
+        fused = sch.fuse(*outer) if len(outer) > 1 and _adjacent(sch, outer) else outer[0]
+        sch.parallel(fused)
+
+
+def _adjacent(sch, loops) -> bool:
+    """Whether the loops are directly nested, one inside the other, in order."""
+    return all(sch.get(inner).same_as(sch.get(outer).body) for outer, inner in zip(loops, loops[1:]))
+
+
+def _channel_vectors(sch, block, spatial, reduce, weight_index, channel, at) -> None:
+    import tvm
+
+    channel_at = next(i for i, lp in enumerate(spatial) if lp.same_as(channel))
+    others = [lp for lp in spatial if not lp.same_as(channel)]
+    inner = others[-1] if others else None
+    channel_o, channel_i = sch.split(channel, [None, VECTOR])
+    before = [lp for lp in spatial[:channel_at] if inner is None or not lp.same_as(inner)]
+    after = [lp for lp in spatial[channel_at + 1:] if inner is None or not lp.same_as(inner)]
+    if inner is not None:
+        inner_o, inner_i = sch.split(inner, [None, _largest_divisor(_extent(sch, inner), POSITIONS)])
+        sch.reorder(*before, channel_o, *after, inner_o, *reduce, inner_i, channel_i)
+        anchor = inner_o
+    else:
+        sch.reorder(*before, channel_o, *reduce, channel_i)
+        anchor, inner_i = channel_o, None
+    ndim = len(sch.get(block).reads[weight_index].region)
+    if at != ndim - 1:  # channels not contiguous: repack each block of them, once
+        weights = sch.cache_read(block, weight_index, "global")
+        sch.compute_at(weights, channel_o)
+        sch.transform_layout(block, ("read", weight_index), tvm.tirx.IndexMap.from_func(
+            lambda *axes: (*axes[:at], axes[at] // VECTOR, *axes[at + 1:], axes[at] % VECTOR),
+            ndim=ndim))
+    cache = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(cache, anchor)
+    outer = [*before, channel_o]
+    sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    if inner_i is not None:
+        sch.unroll(inner_i)
+    sch.vectorize(channel_i)
+    sch.decompose_reduction(block, reduce[0])
+
+
+def _elementwise(sch, block) -> None:
+    """The innermost axis in vectors (a power of two dividing it), everything outside it fused
+    and in parallel. (Fusing the innermost axis too would put a division by its extent in
+    every vector lane.)"""
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    inner = loops[-1]
+    extent = _extent(sch, inner)
+    vector = next((v for v in (ELEMENTWISE, 8, 4) if extent % v == 0), 0)
+    outer = list(loops[:-1])
+    if vector and extent >= vector:
+        outer_part, lanes = sch.split(inner, [None, vector])
+        outer.append(outer_part)
+        sch.vectorize(lanes)
+    if outer:
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])

@@ -1,0 +1,86 @@
+"""Tuning spends trials where the graph spends time (MetaSchedule's gradient scheduler, each
+workload weighted by its calls per run, guided by the XGBoost cost model), and keeps a
+tuned record only when it beats the default schedule, measured side by side."""
+
+import json
+
+import pytest
+from conftest import assert_close, cli, make_project, model_inputs, onnx_output, run_library
+from onnx_models import repeated_conv_model
+
+
+REPEATED, ONCE = "fused_conv2d_relu", "conv2d1"  # the workloads of repeated_conv_model
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    project = make_project(tmp_path_factory.mktemp("tune") / "proj", {"rep": repeated_conv_model()})
+    proc = cli(project, "tune", "rep", "--total-trials", "24", "--json", "--no-keep-if-faster",
+               "--work-dir", str(project.root / "db"))
+    return project, json.loads(proc.stdout), proc.stderr
+
+
+def test_tune_weights_workloads_by_their_calls_and_trains_the_xgboost_model(tuned):
+    project, report, progress = tuned
+    tuning = report["tuning"]
+    assert tuning["calls"] == {REPEATED: 3, ONCE: 1}
+    assert tuning["cost_model"] == "xgb" and tuning["cost_model_trained_on"] >= 8
+    assert tuning["task_scheduler"] == "gradient" and tuning["search"] == "evolutionary"
+    assert "cost model xgb" in progress and "task scheduler gradient" in progress
+    trials = tuning["trials"]
+    assert sum(trials.values()) == 24 and trials[ONCE] > 0  # every workload gets a first round
+    # the workload called three times gets the rounds after the first: several times more trials
+    assert trials[REPEATED] >= 2 * trials[ONCE], trials
+    assert sorted(report["written"]) == sorted([REPEATED, ONCE])
+    assert tuning["trials_per_minute"] > 0
+
+
+def test_tuned_records_say_which_cpu_they_were_tuned_for_and_build_correctly(tuned):
+    project, report, _ = tuned
+    record = json.loads(project.record("rep", REPEATED).read_text())
+    assert record["source"] == "tuned" and record["target"]["kind"] == "llvm"
+    assert record["target"]["mcpu"] == report["tuning"]["target"]["mcpu"]
+    project.doit("build:rep")
+    x = model_inputs(project.root, "rep")
+    assert_close(run_library(project.library("rep"), x), onnx_output(project.root, "rep", x))
+    # built for another CPU, the record still applies, and inspect says so
+    rows = json.loads(cli(project, "inspect", "rep", "--json", "--mcpu", "x86-64").stdout)
+    row = next(r for r in rows if r["workload"] == REPEATED)
+    assert row["status"] == "tuned"
+    assert row["note"] == f"tuned for {record['target']['mcpu']}, building for x86-64: applies"
+
+
+UNSCHEDULED = '''
+def schedule(sch):
+    sch.get_sblock("conv2d_nchw")  # looked at, left as it is: serial, scalar loops
+'''
+
+VECTORIZED = '''
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    sch.parallel(sch.fuse(n, f, y))
+    outer, inner = sch.split(x, factors=[None, 8])
+    sch.reorder(outer, rc, ry, rx, inner)
+    sch.vectorize(inner)
+'''
+
+
+def test_keep_if_faster_leaves_out_a_slower_record_and_keeps_a_faster_one(tmp_path):
+    """Both branches, certain: a record that leaves the repeated workload serial and scalar
+    (far slower than the default schedule's vectors and threads); the 6-channel one has no
+    default rule (TVM's serial loops), and a parallel, vectorized schedule beats that."""
+    source = make_project(tmp_path / "src", {"rep": repeated_conv_model()})
+    folder = source.root / "schedules" / "rep"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{REPEATED}.py").write_text(UNSCHEDULED)
+    (folder / f"{ONCE}.py").write_text(VECTORIZED)
+    cli(source, "export", "rep", str(tmp_path / "db"))
+
+    fresh = make_project(tmp_path / "fresh", {"rep": repeated_conv_model()})
+    report = json.loads(cli(fresh, "import", "rep", str(tmp_path / "db"), "--keep-if-faster",
+                            "--json").stdout)
+    assert report["not_faster"] == [REPEATED] and report["written"] == [ONCE]
+    slow, fast = report["timings"][REPEATED], report["timings"][ONCE]
+    assert slow["record_ms"] > slow["default_ms"] and fast["record_ms"] < fast["default_ms"]
+    assert not fresh.record("rep", REPEATED).exists() and fresh.record("rep", ONCE).exists()
