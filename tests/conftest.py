@@ -14,7 +14,10 @@ import pytest
 from onnx_models import randomized_light, tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
-os.environ.pop("MODELBUILD_CACHE", None)  # each test project uses its own build/.cache
+# each test project uses its own build/.cache, and no remote tier unless the test sets one
+for _name in ("MODELBUILD_CACHE", "MODELBUILD_REMOTE_CACHE", "MODELBUILD_REMOTE_CACHE_MODE",
+              "MODELBUILD_REMOTE_CACHE_TIMEOUT", "MODELBUILD_EXECUTOR"):
+    os.environ.pop(_name, None)
 
 
 class DoitRun:
@@ -30,6 +33,8 @@ class DoitRun:
         self.uptodate = {ln[3:].split()[0] for ln in lines if ln.startswith("-- ")}
         self.from_cache = {ln[3:].split()[0] for ln in lines
                            if ln.startswith("-- ") and ln.endswith("(from cache)")}
+        self.from_remote = {ln[3:].split()[0] for ln in lines
+                            if ln.startswith("-- ") and ln.endswith("(from remote cache)")}
 
     def ran_kind(self, kind: str) -> set[str]:
         return {t for t in self.ran if t.startswith(kind + ":")}

@@ -175,17 +175,23 @@ def test_external_data_files_of_the_model_are_inputs_of_partition(tmp_path):
     assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x))
 
 
-def test_a_deleted_or_truncated_partition_output_reruns_partition(tiny_copy):
+def test_a_deleted_or_truncated_partition_output_restores_or_reruns_partition(tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
     library = sha256(tiny_copy.library("tiny"))
     tiny_copy.workload_file("tiny", workload).unlink()
     verdicts = _why(tiny_copy)
-    assert [v["task"] for v in verdicts] == ["partition:tiny"]
+    assert [(v["task"], v["action"]) for v in verdicts] == [("partition:tiny", "restore")]
     assert f"output missing: build/tiny/partition/workloads/{workload}.json" in _reasons(verdicts)
-    assert tiny_copy.doit("build:tiny").ran == {"partition:tiny"}  # same files: nothing else
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == set() and run.from_cache == {"partition:tiny"}  # same files: nothing else
+    assert tiny_copy.workload_file("tiny", workload).is_file()
+    # without the cache entry, partition runs again
+    shutil.rmtree(tiny_copy.root / "build" / ".cache" / "partition")
     graph = sorted((tiny_copy.root / "build/tiny/partition/graph").iterdir())[0]
     graph.write_bytes(graph.read_bytes()[:100])
-    assert f"output damaged: build/tiny/partition/graph/{graph.name}" in _reasons(_why(tiny_copy))
+    verdicts = _why(tiny_copy)
+    assert [(v["task"], v["action"]) for v in verdicts] == [("partition:tiny", "run")]
+    assert f"output damaged: build/tiny/partition/graph/{graph.name}" in _reasons(verdicts)
     assert tiny_copy.doit("build:tiny").ran == {"partition:tiny"}
     assert sha256(tiny_copy.library("tiny")) == library
 

@@ -7,6 +7,7 @@ import json
 from ..core.errors import BuildError
 from ..core.units import format_size, parse_size
 from ..graph import cache
+from ..graph.remote import redact
 from .output import console
 from .workspace import project_of
 
@@ -35,6 +36,8 @@ def run(args) -> int:
         kinds.setdefault(path.parent.parent.name, []).append(size)
     last = cache.last_run(project)
     stats = {"location": str(store.root), "entries": len(entries),
+             "remote": ({"url": redact(store.remote.url), "mode": store.remote.mode}
+                        if store.remote is not None else None),
              "bytes": sum(size for _, size, _ in entries),
              "kinds": {k: {"entries": len(v), "bytes": sum(v)} for k, v in sorted(kinds.items())},
              "last_build": last}
@@ -47,6 +50,10 @@ def run(args) -> int:
     if last is None:
         console.print("last build: no record of one in this project")
     else:
-        console.print(f"last build: {last['hit']} hits, {last['miss']} misses, "
-                      f"{last['corrupt']} corrupt entries rebuilt")
+        console.print(f"last build: {last['hit']} hits ({last['remote_hit']} from the remote), "
+                      f"{last['miss']} misses, {last['corrupt']} corrupt local entries rebuilt, "
+                      f"{last['remote_corrupt']} corrupt remote entries not used, "
+                      f"{last['upload']} uploaded")
+    if store.remote is not None:
+        console.print(f"remote: {redact(store.remote.url)} ({store.remote.mode})")
     return 0

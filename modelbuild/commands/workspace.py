@@ -71,10 +71,12 @@ def partitioned(project: Project, model: str,
     the model was never partitioned, a `doit partition:<model>` (what the first build
     does anyway); otherwise (partitioned for another target, or the model changed since)
     a private partition in a temporary folder, gone when the command ends."""
+    from ..graph.cache import Cache
     from ..graph.tasks import Context, partition_current
 
     layout = model_layout(project, model)
-    ctx = Context(project, models.discover(project.models_dir), choice.resolve())
+    ctx = Context(project, models.discover(project.models_dir), choice.resolve(),
+                  Cache.of(project))
     man = manifest_mod.read(layout.manifest)
     if man is not None and partition_current(ctx, ctx.models[model]):
         return Partitioned(man, layout)

@@ -3,6 +3,10 @@
     [tool.modelbuild]
     cache-dir = "/var/cache/modelbuild"   # the artifact cache (default build/.cache)
     targets = ["my_targets"]               # modules that register extra targets
+    remote-cache = "s3://bucket/prefix"    # a shared cache tier (graph/remote.py)
+    remote-cache-mode = "read"             # or "read-write"
+    remote-cache-timeout = 10              # seconds per remote request
+    executor = "tcp://host:8786"           # a Dask scheduler running lower and codegen
 
 Reading it is plain file work, no TVM. A missing file or table means defaults;
 an unreadable one is an error naming the file.
@@ -15,7 +19,8 @@ from pathlib import Path
 from . import toml
 from .errors import BuildError
 
-KNOWN = ("cache-dir", "targets")
+KNOWN = ("cache-dir", "targets", "remote-cache", "remote-cache-mode", "remote-cache-timeout",
+         "executor")
 
 
 def read(root: Path) -> dict:

@@ -14,9 +14,13 @@ renamed, so two processes filling one entry at once both succeed.
 Where the store lives: $MODELBUILD_CACHE, else ``cache-dir`` under
 ``[tool.modelbuild]`` in the project's pyproject.toml, else build/.cache.
 
+A remote tier (remote.py) may stand behind it: a lookup that misses here asks
+the remote, verifies what comes back the same way and keeps a local copy; an
+entry built here is uploaded when the remote is in read-write mode.
+
 Each doit run logs what the cache did to build/.cache-events (one line per
-event: ``hit|miss|corrupt <kind> <key>``), read for the summary and by
-``python -m modelbuild cache stats``. No TVM here.
+event: ``hit|miss|corrupt|upload <kind> <key> [remote]``), read for the summary
+and by ``python -m modelbuild cache stats``. No TVM here.
 """
 
 from __future__ import annotations
@@ -29,10 +33,36 @@ from pathlib import Path
 from ..core import atomic, settings
 from ..core.digest import bytes_digest
 from ..core.layout import Project
+from .remote import RemoteStore
 
 ENV = "MODELBUILD_CACHE"
 _MAGIC = b"modelbuild-cache/1"
-EVENTS = ("hit", "miss", "corrupt")
+EVENTS = ("hit", "miss", "corrupt", "upload")
+LOCAL, REMOTE = "local", "remote"
+
+
+def frame(payload: bytes) -> bytes:
+    """An entry as stored: a header line (format, sha256, size), then the payload."""
+    return b"%s %s %d\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload)) + payload
+
+
+def unframe(raw: bytes) -> bytes | None:
+    """The payload of a stored entry, None when the entry is damaged."""
+    header, _, payload = raw.partition(b"\n")
+    parts = header.split(b" ")
+    intact = (len(parts) == 3 and parts[0] == _MAGIC and parts[2] == str(len(payload)).encode()
+              and parts[1].decode(errors="replace") == bytes_digest(payload))
+    return payload if intact else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a lookup found: the payload and where (LOCAL or REMOTE), and damaged entries."""
+
+    payload: bytes | None = None
+    source: str | None = None
+    corrupt_local: bool = False    # the local entry exists but is damaged
+    corrupt_remote: bool = False   # the remote entry exists but is damaged
 
 
 def location(project: Project) -> Path:
@@ -54,45 +84,70 @@ def events_file(project: Project) -> Path:
 class Cache:
     root: Path
     events: Path | None = None  # where this run's hits and misses are logged
+    remote: RemoteStore | None = None  # the remote tier, if the project has one
 
     @classmethod
     def of(cls, project: Project) -> "Cache":
-        return cls(location(project), events_file(project))
+        from .remote import configured
+
+        return cls(location(project), events_file(project), configured(project))
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key
 
-    def log(self, event: str, kind: str, key: str) -> None:
+    def log(self, event: str, kind: str, key: str, source: str = LOCAL) -> None:
         if self.events is None:
             return
         self.events.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{event} {kind} {key}" + (" remote" if source == REMOTE else "") + "\n"
         # One short O_APPEND write per event: lines from parallel workers do not interleave.
         fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
-            os.write(fd, f"{event} {kind} {key}\n".encode())
+            os.write(fd, line.encode())
         finally:
             os.close(fd)
 
-    def peek(self, kind: str, key: str) -> tuple[bool, bytes | None]:
-        """(entry exists, its payload if intact); reads only: no log, no repair."""
+    def peek(self, kind: str, key: str, remote: bool = True) -> Found:
+        """Look the entry up, here then (unless ``remote`` is False) in the remote tier.
+        Writes nothing, logs nothing."""
         try:
             raw = self.path(kind, key).read_bytes()
         except OSError:
-            return False, None
-        header, _, payload = raw.partition(b"\n")
-        parts = header.split(b" ")
-        intact = (len(parts) == 3 and parts[0] == _MAGIC and parts[2] == str(len(payload)).encode()
-                  and parts[1].decode(errors="replace") == bytes_digest(payload))
-        return True, payload if intact else None
+            raw = None
+        payload = unframe(raw) if raw is not None else None
+        if payload is not None:
+            return Found(payload, LOCAL)
+        corrupt_local = raw is not None
+        if self.remote is None or not remote:
+            return Found(corrupt_local=corrupt_local)
+        raw = self.remote.get(kind, key)
+        payload = unframe(raw) if raw is not None else None
+        if payload is not None:
+            return Found(payload, REMOTE, corrupt_local)
+        return Found(corrupt_local=corrupt_local, corrupt_remote=raw is not None)
+
+    def report_damage(self, kind: str, key: str, found: Found) -> None:
+        """Log the damaged entries a lookup met; a local one is removed (the build replaces
+        it), a remote one is left to be replaced by the next read-write upload."""
+        if found.corrupt_local:
+            self.discard_corrupt(kind, key)
+        if found.corrupt_remote:
+            self.log("corrupt", kind, key, REMOTE)
 
     def get(self, kind: str, key: str) -> bytes | None:
-        """The entry's payload, or None when absent or corrupt (a corrupt one is removed)."""
-        exists, payload = self.peek(kind, key)
-        if exists and payload is None:
-            self.discard_corrupt(kind, key)
-        elif payload is not None:
+        """The entry's payload (see ``lookup``), None when there is none intact."""
+        return self.lookup(kind, key).payload
+
+    def lookup(self, kind: str, key: str) -> Found:
+        """Look the entry up and keep it: a remote payload is stored here too, a local one
+        marked used; damaged entries are reported."""
+        found = self.peek(kind, key)
+        self.report_damage(kind, key, found)
+        if found.source == REMOTE:
+            self.put_local(kind, key, found.payload)
+        elif found.source == LOCAL:
             self.touch(kind, key)
-        return payload
+        return found
 
     def touch(self, kind: str, key: str) -> None:
         """Mark an entry recently used: prune removes the least recently used first."""
@@ -106,10 +161,14 @@ class Cache:
         self.log("corrupt", kind, key)
         self.path(kind, key).unlink(missing_ok=True)
 
+    def put_local(self, kind: str, key: str, payload: bytes) -> None:
+        atomic.write_bytes(self.path(kind, key), frame(payload))
+
     def put(self, kind: str, key: str, payload: bytes) -> None:
-        path = self.path(kind, key)
-        header = b"%s %s %d\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload))
-        atomic.write_bytes(path, header + payload)
+        """Store a payload built here; upload it too when the remote tier takes uploads."""
+        self.put_local(kind, key, payload)
+        if self.remote is not None and self.remote.writes and self.remote.put(kind, key, frame(payload)):
+            self.log("upload", kind, key, REMOTE)
 
     # -- maintenance ------------------------------------------------------------
     def entries(self) -> list[tuple[Path, int, float]]:
@@ -153,26 +212,35 @@ def start_run(project: Project) -> None:
         atomic.write_bytes(path, b"")
 
 
-def last_run(project: Project) -> dict[str, int] | None:
-    """Counts of each event in the last build, or None when none was logged."""
-    path = events_file(project)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return None
-    counts = dict.fromkeys(EVENTS, 0)
-    for line in lines:
-        event = line.split(" ", 1)[0]
-        if event in counts:
-            counts[event] += 1
-    return counts
-
-
-def corrupt_entries(project: Project) -> list[str]:
-    """``kind/key`` of each corrupt entry the last build found (and rebuilt)."""
+def _events(project: Project) -> list[list[str]] | None:
     try:
         lines = events_file(project).read_text().splitlines()
     except OSError:
-        return []
-    return [f"{p[1]}/{p[2]}" for p in (ln.split(" ") for ln in lines)
-            if len(p) == 3 and p[0] == "corrupt"]
+        return None
+    return [line.split(" ") for line in lines if line.count(" ") >= 2]
+
+
+def last_run(project: Project) -> dict[str, int] | None:
+    """Counts of each event in the last build, or None when none was logged. ``hit`` counts
+    every restore; ``remote_hit`` those that came from the remote tier, ``remote_corrupt``
+    the damaged remote entries met, ``upload`` the entries sent to it."""
+    events = _events(project)
+    if events is None:
+        return None
+    counts = dict.fromkeys((*EVENTS, "remote_hit", "remote_corrupt"), 0)
+    for event, *_, where in ((e[0], *e[1:]) for e in events):
+        remote = where == "remote"
+        if event == "corrupt" and remote:
+            counts["remote_corrupt"] += 1
+        elif event in counts:
+            counts[event] += 1
+            if event == "hit" and remote:
+                counts["remote_hit"] += 1
+    return counts
+
+
+def corrupt_entries(project: Project) -> list[tuple[str, bool]]:
+    """(``kind/key``, whether it was the remote's) of each corrupt entry the last build
+    found (and did not use)."""
+    return [(f"{e[1]}/{e[2]}", e[-1] == "remote") for e in _events(project) or []
+            if e[0] == "corrupt"]

@@ -16,12 +16,32 @@ from pathlib import Path
 from typing import Callable
 
 from ..core import atomic
-from ..core.digest import bytes_digest
+from ..core.digest import bytes_digest, file_digest
 from ..core.errors import BuildError
 from . import fingerprint
-from .cache import Cache
+from .cache import LOCAL, Cache, Found
 
 CURRENT, RESTORE, RUN = "current", "restore", "run"
+
+
+@dataclass(frozen=True)
+class FileOutput:
+    """A step's output that is one file: the cache holds its bytes."""
+
+    path: Path
+
+    def pack(self) -> bytes:
+        return self.path.read_bytes()
+
+    def unpack(self, payload: bytes) -> None:
+        atomic.write_bytes(self.path, payload)
+
+    def digest(self) -> str | None:
+        """What the stamp records of the output; None when it is missing or damaged."""
+        try:
+            return file_digest(self.path)
+        except OSError:
+            return None
 
 
 @dataclass(frozen=True)
@@ -32,17 +52,26 @@ class Decision:
     inputs: dict | None          # the step's inputs now (None: an input file is missing)
     payload: bytes | None = None  # RESTORE: the cached output
     corrupt: bool = False        # RUN: the cache had an entry, but it is damaged
+    source: str = LOCAL          # RESTORE: which tier has it (cache.LOCAL or cache.REMOTE)
+    corrupt_remote: bool = False  # the remote tier's entry is damaged
 
 
 @dataclass(frozen=True)
 class Step:
-    """One cached step: ``kind`` names its cache section ("lowered", "object")."""
+    """One cached step: ``kind`` names its cache section ("partition", "lowered", "object").
+    ``output`` is the file the stamp is beside; ``store`` packs and unpacks what the step
+    makes (by default that one file)."""
 
     task: str
     kind: str
     cache: Cache
     output: Path
     inputs: Callable[[], dict]  # reads the step's input files; picklable (a partial)
+    store: object = None        # FileOutput(output) when None; see FileOutput for the protocol
+
+    @property
+    def artifact(self):
+        return self.store if self.store is not None else FileOutput(self.output)
 
     def current_inputs(self) -> dict | None:
         try:
@@ -50,30 +79,47 @@ class Step:
         except FileNotFoundError:
             return None
 
+    def is_current(self, inputs: dict) -> bool:
+        stamp = fingerprint.read_stamp(self.output)
+        if stamp is None or stamp["key"] != fingerprint.key(inputs):
+            return False
+        digest = self.artifact.digest()
+        return digest is not None and digest == stamp.get("output_sha256")
+
     def decide(self) -> Decision:
-        """Current (output matches its stamp and the inputs), restore (the cache has the
-        output for these inputs) or run. Reads only: nothing is written or logged."""
+        """Current (output matches its stamp and the inputs), restore (the cache, local or
+        remote, has the output for these inputs) or run. Nothing is written or logged."""
         inputs = self.current_inputs()
         if inputs is None:
             return Decision(RUN, None)
-        if fingerprint.is_current(self.output, inputs):
+        if self.is_current(inputs):
             return Decision(CURRENT, inputs)
-        exists, payload = self.cache.peek(self.kind, fingerprint.key(inputs))
-        if payload is not None:
-            return Decision(RESTORE, inputs, payload)
-        return Decision(RUN, inputs, corrupt=exists)
+        found = self.cache.peek(self.kind, fingerprint.key(inputs))
+        if found.payload is not None:
+            return Decision(RESTORE, inputs, found.payload, found.corrupt_local, found.source,
+                            found.corrupt_remote)
+        return Decision(RUN, inputs, corrupt=found.corrupt_local,
+                        corrupt_remote=found.corrupt_remote)
 
-    def restore(self, inputs: dict, payload: bytes) -> None:
-        """Put the cached ``payload`` for ``inputs`` in place, with its stamp."""
+    def _stamp(self, inputs: dict) -> None:
+        fingerprint.write_stamp(self.output, inputs, self.artifact.digest())
+
+    def restore(self, inputs: dict, payload: bytes, source: str = LOCAL) -> None:
+        """Put the cached ``payload`` for ``inputs`` in place, with its stamp (a payload from
+        the remote tier is kept in the local cache too)."""
         key = fingerprint.key(inputs)
-        atomic.write_bytes(self.output, payload)
-        fingerprint.write_stamp(self.output, inputs, bytes_digest(payload))
-        self.cache.touch(self.kind, key)
-        self.cache.log("hit", self.kind, key)
+        self.artifact.unpack(payload)
+        self._stamp(inputs)
+        if source == LOCAL:
+            self.cache.touch(self.kind, key)
+        else:
+            self.cache.put_local(self.kind, key, payload)
+        self.cache.log("hit", self.kind, key, source)
 
     def build(self, compute: Callable, *args) -> None:
-        """The task's action: restore if another process filled the entry meanwhile,
-        else ``compute(*args)`` (which writes the output) and store the result."""
+        """The task's action: restore if another process filled the local entry meanwhile
+        (the remote tier was asked by the uptodate check just before), else
+        ``compute(*args)`` (which writes the output) and store the result."""
         try:
             inputs = self.inputs()
         except FileNotFoundError as err:
@@ -81,25 +127,27 @@ class Step:
                              hint="build the model again (`doit build:<model>`): the step that "
                                   "makes it reruns when its output is gone") from None
         key = fingerprint.key(inputs)
-        payload = self.cache.get(self.kind, key)
-        if payload is not None:
-            self.restore(inputs, payload)
+        found = self.cache.peek(self.kind, key, remote=False)
+        self.cache.report_damage(self.kind, key, found)
+        if found.payload is not None:
+            self.restore(inputs, found.payload, found.source)
             return
         self.cache.log("miss", self.kind, key)
         compute(*args)
-        payload = self.output.read_bytes()
+        payload = self.artifact.pack()
         if self.inputs() != inputs:
             return  # an input was edited while building: no stamp, no entry; next run rebuilds
         self.cache.put(self.kind, key, payload)
-        fingerprint.write_stamp(self.output, inputs, bytes_digest(payload))
+        self._stamp(inputs)
 
 
 FROM_CACHE = "modelbuild_from_cache"  # set on a doit Task whose output was restored
 
 
-def restored_from_cache(task) -> bool:
-    """Whether the uptodate check of this doit task restored its output from the cache."""
-    return bool(getattr(task, FROM_CACHE, False))
+def restored_from_cache(task) -> str | None:
+    """Which cache tier the uptodate check of this doit task restored its output from
+    (cache.LOCAL or cache.REMOTE), None when it did not."""
+    return getattr(task, FROM_CACHE, None) or None
 
 
 @dataclass(frozen=True)
@@ -117,10 +165,11 @@ class Uptodate:
             return False
         if decision.action == CURRENT:
             return True
+        if decision.corrupt or decision.corrupt_remote:
+            self.step.cache.report_damage(self.step.kind, fingerprint.key(decision.inputs), Found(
+                corrupt_local=decision.corrupt, corrupt_remote=decision.corrupt_remote))
         if decision.action == RESTORE:
-            self.step.restore(decision.inputs, decision.payload)
-            setattr(task, FROM_CACHE, True)
+            self.step.restore(decision.inputs, decision.payload, decision.source)
+            setattr(task, FROM_CACHE, decision.source)
             return True
-        if decision.corrupt:
-            self.step.cache.discard_corrupt(self.step.kind, fingerprint.key(decision.inputs))
         return False

@@ -86,14 +86,3 @@ def read_stamp(output: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return stamp if isinstance(stamp, dict) and "key" in stamp else None
-
-
-def is_current(output: Path, inputs: dict) -> bool:
-    """True when ``output`` exists, is what its stamp says, and was built from ``inputs``."""
-    stamp = read_stamp(output)
-    if stamp is None or stamp["key"] != key(inputs):
-        return False
-    try:
-        return file_digest(output) == stamp.get("output_sha256")
-    except OSError:
-        return False

@@ -14,21 +14,17 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgpack
+
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
 from ..schedules.active import active
 from . import environment, fingerprint
 from .cached_step import CURRENT, RESTORE, RUN
-from .tasks import (
-    PartitionOutputs,
-    codegen_step,
-    load_context,
-    lower_step,
-    partition_inputs,
-    partition_task,
-    unit_tasks,
-)
+from .cache import REMOTE
+from .partition_output import MANIFEST, PartitionOutput
+from .tasks import codegen_step, load_context, lower_step, partition_step, unit_tasks
 
 
 @dataclass
@@ -36,9 +32,13 @@ class Verdict:
     task: str
     action: str  # RUN or RESTORE (from the cache; doit reports it as up to date)
     reasons: list[str] = field(default_factory=list)
+    source: str | None = None  # RESTORE: "local" or "remote", the cache tier that has it
 
     def to_json(self) -> dict:
-        return {"task": self.task, "action": self.action, "reasons": self.reasons}
+        out = {"task": self.task, "action": self.action, "reasons": self.reasons}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
 
 # -- how inputs differ, in words ----------------------------------------------------
@@ -193,44 +193,77 @@ def _file_reasons(status) -> list[str]:
     return out
 
 
+def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[str]) -> list[str]:
+    """Why partition is not current, from its stamp, its inputs now and its outputs."""
+    if inputs is None:
+        return ["a file the model is made of is missing (the build will name it)"]
+    if stamp is None:
+        return ["never built" if not problems or problems[0].startswith("no readable manifest")
+                else "no stamp beside the manifest (built by an older modelbuild, or interrupted)"]
+    old = stamp.get("inputs") or {}
+    out = config_changes(old.get("config"), inputs["config"], "partition")
+    was, now = old.get("sources") or {}, inputs["sources"]
+    for role in ("declaration", "onnx"):
+        if (was.get(role) or {}).get("sha256") != now[role]["sha256"]:
+            out.append(f"{now[role]['file']} changed")
+    old_ext, new_ext = was.get("external") or {}, now["external"]
+    for name in sorted(set(old_ext) | set(new_ext)):
+        if name not in new_ext:
+            out.append(f"external data file {old_ext[name].get('file', name)} is no longer read")
+        elif name not in old_ext:
+            out.append(f"external data file {new_ext[name]['file']} is a new input")
+        elif old_ext[name].get("sha256") != new_ext[name]["sha256"]:
+            out.append(f"{new_ext[name]['file']} changed")
+    if old.get("model") != inputs.get("model"):
+        out.append("the model's name changed")
+    return out + problems or (["inputs changed"] if stamp.get("key") != fingerprint.key(inputs)
+                              else ["output modified since it was built"])
+
+
+def _restore_words(source: str | None) -> str:
+    return "restore (remote cache)" if source == REMOTE else "restore (local cache)"
+
+
 def explain(root: Path, model: str, target_name: str | None = None,
             mcpu: str | None = None) -> list[Verdict]:
     """What `doit build:<model> [target=...]` would do, task by task (only tasks that act).
 
     Runs where doit runs the build, in the project root (``root`` is that directory:
     doit's state names files relative to it): the caller is there. The decisions are
-    the build's own: doit's status of partition and link (read only), and each cached
-    step's ``Step.decide``.
+    the build's own: each cached step's ``Step.decide`` (partition, lower, codegen) and
+    doit's status of link (read only).
     """
     ctx = load_context(root, target_name, mcpu)
     project = ctx.project
     layout = project.model(model)
     verdicts: list[Verdict] = []
 
-    # partition: doit decides (model files), plus our config stamp for readable reasons.
+    # partition: its cached step's own decision, as the build takes it.
     spec = ctx.models[model]
-    part = partition_task(ctx, spec)
-    status = _doit_status(project, part)
-    part_config = ctx.config_for("partition")
-    stamp_inputs = (fingerprint.read_stamp(layout.manifest) or {}).get("inputs") or {}
-    reasons = _file_reasons(status) if status is None or status.status == "run" else []
-    if status is not None and status.reasons.get("uptodate_false"):
-        damaged = [r for r in PartitionOutputs(layout).problems() if r not in reasons]
-        extra = config_changes(stamp_inputs.get("config"), part_config, "partition") + damaged
-        reasons += extra or ([] if reasons else ["settings changed"])
-    partition_runs = bool(reasons)
-    if partition_runs:
-        verdicts.append(Verdict(f"partition:{model}", RUN, reasons))
+    part = partition_step(ctx, spec).decide()
+    stamp = fingerprint.read_stamp(layout.manifest)
     man = manifest_mod.read(layout.manifest)
+    partition_runs = part.action == RUN
+    # whether partition's outputs are known before the build: current, restored (the cache
+    # entry holds them) or rewritten the same (same inputs: partition is deterministic)
+    outputs_known = part.action != RUN or (stamp is not None and part.inputs is not None
+                                           and stamp.get("inputs") == part.inputs)
+    if part.action != CURRENT:
+        reasons = partition_changes(stamp, part.inputs, PartitionOutput(layout).problems())
+        if part.corrupt:
+            reasons.append("its local cache entry is corrupt: not used")
+        if part.corrupt_remote:
+            reasons.append("its remote cache entry is corrupt: not used")
+        if part.action == RESTORE:
+            reasons.append(_restore_words(part.source))
+            man = manifest_mod.Manifest.from_bytes(msgpack.unpackb(part.payload)[MANIFEST])
+        verdicts.append(Verdict(f"partition:{model}", part.action, reasons,
+                                part.source if part.action == RESTORE else None))
     if man is None:
-        if not partition_runs:
-            verdicts.append(Verdict(f"partition:{model}", RUN, ["no manifest"]))
         verdicts.append(Verdict(f"(every workload of {model})", RUN,
                                 ["the workloads are known once partition has run"]))
         return verdicts
-    # Same settings and model files as last time: partition writes again exactly the files
-    # its manifest records (it is deterministic), so only a changed model changes downstream.
-    repairs_only = partition_runs and stamp_inputs == partition_inputs(ctx, spec)
+    repairs_only = part.action != CURRENT and outputs_known
     recorded = {layout.partition_dir / rel: digest for rel, _, digest in man.outputs}
 
     objects_change = 0
@@ -260,7 +293,8 @@ def explain(root: Path, model: str, target_name: str | None = None,
                                                          ctx.config_for("codegen"), "codegen")]))
                 objects_change += 1
                 continue
-            verdicts.append(Verdict(lower_task, RESTORE, why_lower))
+            verdicts.append(Verdict(lower_task, RESTORE, [*why_lower, _restore_words(low.source)],
+                                    low.source))
             lowered_digest = bytes_digest(low.payload)
             upstream = f"{lower_task} restored from the cache"
         # codegen, as it will see the lowered TIR once lower is current or restored
@@ -273,18 +307,30 @@ def explain(root: Path, model: str, target_name: str | None = None,
         objects_change += 1
         if cg.corrupt:
             why_cg.append("its cache entry is corrupt: rebuilt")
-        verdicts.append(Verdict(f"codegen:{model}/{w.name}", cg.action, why_cg))
+        if cg.action == RESTORE:
+            why_cg.append(_restore_words(cg.source))
+        verdicts.append(Verdict(f"codegen:{model}/{w.name}", cg.action, why_cg,
+                                cg.source if cg.action == RESTORE else None))
 
     # link: doit decides from the objects' content; predict from what changes upstream.
-    link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
-    status = _doit_status(project, link)
     reasons = []
     if objects_change:
         reasons.append(f"upstream output changed ({objects_change} object(s) will change)")
     if partition_runs and not repairs_only:
         reasons.append(f"upstream partition:{model} will run (the graph may change)")
+    if part.action == RESTORE and any(
+            not p.is_file() or file_digest(p) != recorded.get(p)
+            for p in (layout.graph_dir / name for name in man.graph_objects)):
+        reasons.append(f"upstream partition:{model} is restored with other graph objects")
+    if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
+        verdicts.append(Verdict(f"link:{model}", RUN, reasons or ["never built"]))
+        return verdicts
+    link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
+    status = _doit_status(project, link)
     if status is None or status.status == "run":
-        rewritten = {f"{p} is missing" for p in recorded} if repairs_only else set()
+        # partition puts back exactly the files its manifest records (restored or rewritten)
+        rewritten = ({f"{p} {words}" for p in recorded for words in ("is missing", "changed")}
+                     if repairs_only else set())
         reasons += [r for r in _file_reasons(status) if r not in rewritten]
         if status is not None and status.reasons.get("uptodate_false"):
             old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")

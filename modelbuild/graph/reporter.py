@@ -112,10 +112,11 @@ class ModelbuildReporter(ConsoleReporter):
     def skip_uptodate(self, task):
         if task.name[0] != "_" and task.actions:
             self.uptodate += 1
-            from_cache = restored_from_cache(task)
-            self.from_cache += from_cache
+            source = restored_from_cache(task)
+            self.from_cache += bool(source)
             if self.show_uptodate:
-                self.write(f"-- {task.title()}{'  (from cache)' if from_cache else ''}\n")
+                note = {None: "", "remote": "  (from remote cache)"}.get(source, "  (from cache)")
+                self.write(f"-- {task.title()}{note}\n")
             self._advance()
 
     def complete_run(self):
@@ -138,11 +139,15 @@ class ModelbuildReporter(ConsoleReporter):
         self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date{restored}; "
                            f"{elapsed:.1f} s")
         counts = cache.last_run(self.project)
-        if counts and (counts["hit"] or counts["miss"] or counts["corrupt"]):
-            self.console.print(f"  cache: {counts['hit']} hits, {counts['miss']} misses")
-        for entry in cache.corrupt_entries(self.project):
-            self.console.print(f"  [yellow]warning[/yellow]: cache entry {escape(entry)} was "
-                               "corrupt (digest mismatch); it was rebuilt, not used")
+        if counts and any(counts.values()):
+            remote = f" ({counts['remote_hit']} from the remote)" if counts["remote_hit"] else ""
+            uploads = f", {counts['upload']} uploaded" if counts["upload"] else ""
+            self.console.print(f"  cache: {counts['hit']} hits{remote}, {counts['miss']} misses"
+                               f"{uploads}")
+        for entry, remote in cache.corrupt_entries(self.project):
+            where = "remote cache entry" if remote else "cache entry"
+            self.console.print(f"  [yellow]warning[/yellow]: {where} {escape(entry)} was "
+                               "corrupt (digest mismatch); it was not used")
         slow = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:3]
         if slow and sum(self.ran.values()) > 3:
             self.console.print("  slowest: " + ", ".join(f"{n} {s:.2f} s" for n, s in slow))

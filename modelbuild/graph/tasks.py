@@ -40,6 +40,7 @@ from . import bench_task, code, environment, fingerprint
 from .actions import invalid, step
 from .cache import Cache
 from .cached_step import Step, Uptodate
+from .partition_output import PartitionOutput
 
 # Bump when an artifact's format or how it is made changes: every task reruns.
 ARTIFACT_VERSION = 1
@@ -63,6 +64,7 @@ class Context:
     project: Project
     models: dict[str, ModelSpec]
     target: TargetSpec
+    cache: Cache  # the artifact cache every step uses (one remote connection per process)
 
     @functools.cached_property
     def config(self) -> dict:
@@ -91,7 +93,7 @@ def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Con
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
     return Context(project, models.discover(project.models_dir),
-                   registry.resolve(target, mcpu=mcpu))
+                   registry.resolve(target, mcpu=mcpu), Cache.of(project))
 
 
 def _compiler_or_none() -> str:
@@ -126,65 +128,59 @@ def _clean_with_stamp(task) -> None:
     _remove_outputs(None, task)
 
 
-def partition_sources(spec: ModelSpec, previous: manifest_mod.Manifest | None) -> list[Path]:
-    """The files partition reads: the declaration, the ONNX file and the external data files
-    the last partition found it reading (a new one comes with a change of the ONNX file)."""
-    files = spec.source_files()
-    if previous is not None:
-        files += [spec.onnx_path.parent / name for name in previous.external_data]
-    return files
+def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tuple[str, ...]:
+    """The external data files of the model's ONNX file: those the last partition's stamp
+    lists when the ONNX file is the same (no onnx import on a no-op build), else read
+    from the ONNX file."""
+    stamp = fingerprint.read_stamp(layout.manifest)
+    sources = ((stamp or {}).get("inputs") or {}).get("sources") or {}
+    if isinstance(sources.get("onnx"), dict) and sources["onnx"].get("sha256") == onnx_digest:
+        return tuple(sources.get("external") or {})
+    from ..core.onnx_files import external_data
+
+    return external_data(spec.onnx_path)
 
 
-def partition_inputs(ctx: Context, spec: ModelSpec) -> dict:
-    """What partition's stamp records: the settings and the digest of every file it reads."""
-    previous = manifest_mod.read(ctx.project.model(spec.name).manifest)
-    root = ctx.project.root
-    return {"config": ctx.config_for("partition"),
-            "sources": {os.path.relpath(p, root): file_digest(p)
-                        for p in partition_sources(spec, previous) if p.is_file()}}
+def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root: Path) -> dict:
+    """What decides partition's output: the settings, the model's name and the content of
+    every file it reads (the declaration, the ONNX file, its external data files). Files are
+    named for ``why`` under "file", which the cache key leaves out: the same model in
+    another checkout, or read from another virtual environment, finds the same entry."""
+    def source(path: Path) -> dict:
+        return {"file": os.path.relpath(path, root), "sha256": file_digest(path)}
+
+    onnx = source(spec.onnx_path)
+    external = _external_data(spec, layout, onnx["sha256"])
+    return {"step": "partition", "model": spec.name, "config": config,
+            "sources": {"declaration": source(spec.declaration), "onnx": onnx,
+                        "external": {name: source(spec.onnx_path.parent / name)
+                                     for name in external}}}
 
 
-@dataclass(frozen=True)
-class PartitionOutputs:
-    """doit ``uptodate`` of partition: every file it wrote is there, at the size it wrote
-    (a deleted or truncated workload or graph file makes partition run again)."""
-
-    layout: ModelLayout
-
-    def problems(self) -> list[str]:
-        man = manifest_mod.read(self.layout.manifest)
-        if man is None:
-            return [f"no readable manifest at {self.layout.manifest}"]
-        out = []
-        for rel, size, _ in man.outputs:
-            path = self.layout.partition_dir / rel
-            try:
-                if path.stat().st_size != size:
-                    out.append(f"output damaged: {path} (its size changed since partition wrote it)")
-            except OSError:
-                out.append(f"output missing: {path}")
-        return out
-
-    def __call__(self) -> bool:
-        return not self.problems()
+def partition_step(ctx: Context, spec: ModelSpec) -> Step:
+    layout = ctx.project.model(spec.name)
+    return Step(f"partition:{spec.name}", "partition", ctx.cache, layout.manifest,
+                functools.partial(partition_inputs_of, ctx.config_for("partition"), spec, layout,
+                                  ctx.project.root),
+                PartitionOutput(layout))
 
 
-def _stamp_partition(ctx: Context, spec: ModelSpec) -> None:
-    fingerprint.write_stamp(ctx.project.model(spec.name).manifest, partition_inputs(ctx, spec), None)
+def partition_inputs(ctx: Context, spec: ModelSpec) -> dict | None:
+    """partition's inputs now (None when a file it reads is missing)."""
+    return partition_step(ctx, spec).current_inputs()
 
 
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     layout = ctx.project.model(spec.name)
     previous = manifest_mod.read(layout.manifest)
     outputs = [layout.partition_dir / rel for rel, _, _ in previous.outputs] if previous else []
+    cached = partition_step(ctx, spec)
     return _subtask(
         "partition", spec.name,
         doc=f"partition {spec.name}",
-        actions=[(step, [partition.run, spec, layout, ctx.target]),
-                 (_stamp_partition, [ctx, spec])],
-        file_dep=[str(p) for p in partition_sources(spec, previous)],
+        actions=[(step, [cached.build, partition.run, spec, layout, ctx.target])],
         targets=[str(layout.manifest), *map(str, outputs)],
-        uptodate=[config_changed(ctx.config_for("partition")), PartitionOutputs(layout)],
+        uptodate=[Uptodate(cached)],
         clean=[_clean_with_stamp],
     )
 
@@ -192,17 +188,16 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
 def partition_current(ctx: Context, spec: ModelSpec) -> bool:
     """Whether the model's partition in build/ is what a build for ``ctx.target`` would make
     of the model as it is now (its stamp, its inputs' digests, its outputs): read only."""
-    layout = ctx.project.model(spec.name)
-    stamp = fingerprint.read_stamp(layout.manifest)
-    return (stamp is not None and stamp.get("inputs") == partition_inputs(ctx, spec)
-            and PartitionOutputs(layout)())
+    cached = partition_step(ctx, spec)
+    inputs = cached.current_inputs()
+    return inputs is not None and cached.is_current(inputs)
 
 
 def lower_step(ctx: Context, model: str, workload: str,
                workload_digest: str | None = None) -> Step:
     """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
     layout = ctx.project.model(model)
-    return Step(f"lower:{model}/{workload}", "lowered", Cache.of(ctx.project),
+    return Step(f"lower:{model}/{workload}", "lowered", ctx.cache,
                 layout.lowered(workload),
                 functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
                                   workload, workload_digest))
@@ -212,7 +207,7 @@ def codegen_step(ctx: Context, model: str, workload: str,
                  lowered_digest: str | None = None) -> Step:
     """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction)."""
     layout = ctx.project.model(model)
-    return Step(f"codegen:{model}/{workload}", "object", Cache.of(ctx.project),
+    return Step(f"codegen:{model}/{workload}", "object", ctx.cache,
                 layout.object(workload, ctx.target.artifact_suffix),
                 functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
                                   layout.lowered(workload), workload, lowered_digest))

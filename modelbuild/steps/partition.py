@@ -63,12 +63,12 @@ def load_onnx(spec: ModelSpec):
     import onnx
     from onnx import external_data_helper
 
+    from ..core.onnx_files import external_locations
+
     check_exists(spec)
     try:
         model = onnx.load(str(spec.onnx_path), load_external_data=False)
-        external = sorted({external_data_helper.ExternalDataInfo(t).location
-                           for t in external_data_helper._get_all_tensors(model)
-                           if external_data_helper.uses_external_data(t)})
+        external = external_locations(model)
         external_data_helper.load_external_data_for_model(model, str(spec.onnx_path.parent))
     except Exception as err:
         raise BuildError(f"cannot read ONNX model: {summarize(err)}", file=spec.onnx_path,

@@ -1,0 +1,178 @@
+"""The remote tier of the artifact cache: the same entries, on any fsspec store.
+
+    [tool.modelbuild]
+    remote-cache = "s3://bucket/prefix"     # or gs://..., file:///mnt/shared/...
+    remote-cache-mode = "read"              # or "read-write" (CI fills it, laptops read)
+    remote-cache-timeout = 10               # seconds per request
+
+($MODELBUILD_REMOTE_CACHE, $MODELBUILD_REMOTE_CACHE_MODE and
+$MODELBUILD_REMOTE_CACHE_TIMEOUT override them.) Entries are stored exactly as in
+the local cache, ``<url>/<kind>/<key[:2]>/<key>``, header and all, so a download
+is verified like a local read before it is used.
+
+A store that is down, slow or refuses us never fails a build: the first
+failure is reported once (to stderr) and the store is not asked again by this
+process; the build goes on locally. Credentials and endpoints come the way the
+store's own tools take them (for S3: AWS_* environment variables, ~/.aws); a
+URL's user and password, if any, are never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from urllib.parse import urlsplit, urlunsplit
+
+from ..core import settings
+from ..core.errors import BuildError
+from ..core.layout import Project
+
+URL_ENV = "MODELBUILD_REMOTE_CACHE"
+MODE_ENV = "MODELBUILD_REMOTE_CACHE_MODE"
+TIMEOUT_ENV = "MODELBUILD_REMOTE_CACHE_TIMEOUT"
+MODES = ("read", "read-write")
+DEFAULT_TIMEOUT = 10.0
+
+
+def redact(url: str) -> str:
+    """``url`` without a password or user name in it (safe to print)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+
+
+class RemoteStore:
+    """One remote cache, as this process sees it: usable until its first failure."""
+
+    def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT):
+        if mode not in MODES:
+            raise BuildError(f"remote-cache-mode must be one of {', '.join(MODES)}, not '{mode}'")
+        self.url = url.rstrip("/")
+        self.mode = mode
+        self.timeout = timeout
+        self._fs = None
+        self._root = ""
+        self._down: str | None = None   # why the store is not used any more
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # a store crosses into doit's worker processes: its connection does not
+    def __getstate__(self):
+        return {"url": self.url, "mode": self.mode, "timeout": self.timeout}
+
+    def __setstate__(self, state):
+        self.__init__(state["url"], state["mode"], state["timeout"])
+
+    def __repr__(self) -> str:
+        return f"RemoteStore({redact(self.url)!r}, {self.mode!r})"
+
+    @property
+    def writes(self) -> bool:
+        return self.mode == "read-write"
+
+    @property
+    def down(self) -> str | None:
+        return self._down
+
+    def _filesystem(self):
+        if self._fs is None:
+            try:
+                import fsspec
+            except ImportError:
+                raise BuildError("a remote cache needs fsspec (and s3fs for s3://)",
+                                 hint="python -m pip install 'modelbuild[remote]'") from None
+            options = {}
+            if urlsplit(self.url).scheme in ("s3", "s3a"):
+                # one bounded attempt per request: a dead endpoint costs seconds, not minutes
+                options["config_kwargs"] = {"connect_timeout": self.timeout,
+                                            "read_timeout": self.timeout,
+                                            "retries": {"max_attempts": 1}}
+            self._fs, self._root = fsspec.core.url_to_fs(self.url, **options)
+        return self._fs
+
+    def _path(self, kind: str, key: str) -> str:
+        return f"{self._root.rstrip('/')}/{kind}/{key[:2]}/{key}"
+
+    def _call(self, what: str, fn):
+        """``fn(fs)`` within the timeout; None after reporting the store down on failure."""
+        if self._down is not None:
+            return None
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="modelbuild-remote")
+            pool = self._pool
+        future = pool.submit(lambda: fn(self._filesystem()))
+        try:
+            return future.result(timeout=self.timeout)
+        except FileNotFoundError:
+            raise
+        except BuildError as err:
+            self._give_up(str(err).removeprefix("error: "))
+        except FutureTimeout:
+            self._give_up(f"{what} took more than {self.timeout:g} s")
+            self._pool = None  # the stuck request keeps its thread; later calls do not wait on it
+        except Exception as err:  # noqa: BLE001 - any store failure: build locally instead
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            self._give_up(f"{what} failed: {type(err).__name__}: {first}")
+        return None
+
+    def _give_up(self, reason: str) -> None:
+        if self._down is None:
+            self._down = reason
+            print(f"warning: remote cache {redact(self.url)} unavailable ({reason}); "
+                  "building locally without it for the rest of this run", file=sys.stderr)
+
+    def get(self, kind: str, key: str) -> bytes | None:
+        """The stored entry (header and payload, unverified), None when absent or unreachable."""
+        try:
+            return self._call("a download", lambda fs: fs.cat_file(self._path(kind, key)))
+        except FileNotFoundError:
+            return None
+
+    def put(self, kind: str, key: str, entry: bytes) -> bool:
+        """Upload an entry (read-write mode only); whether it was stored."""
+        if not self.writes:
+            return False
+
+        def upload(fs):
+            path = self._path(kind, key)
+            protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+            if "file" in protocols:
+                # a shared folder: write beside, then rename, so a reader never sees half
+                fs.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+                fs.pipe_file(tmp, entry)
+                fs.mv(tmp, path)
+            else:
+                fs.pipe_file(path, entry)  # an object store replaces objects whole
+            return True
+
+        try:
+            return bool(self._call("an upload", upload))
+        except FileNotFoundError:
+            return False
+
+
+def configured(project: Project) -> RemoteStore | None:
+    """The project's remote cache, or None when none is configured."""
+    table = settings.read(project.root)
+    url = os.environ.get(URL_ENV) or table.get("remote-cache")
+    if not url:
+        return None
+    mode = os.environ.get(MODE_ENV) or table.get("remote-cache-mode", "read")
+    raw_timeout = os.environ.get(TIMEOUT_ENV) or table.get("remote-cache-timeout", DEFAULT_TIMEOUT)
+    try:
+        timeout = float(raw_timeout)
+        if timeout <= 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise BuildError(f"remote-cache-timeout must be a positive number of seconds, "
+                         f"not {raw_timeout!r}") from None
+    return RemoteStore(str(url), str(mode), timeout)

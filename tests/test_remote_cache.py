@@ -1,0 +1,226 @@
+"""A team's cache: partition, lower and codegen found in a remote store shared by projects.
+
+Real stores, started here: a folder (file://) and an S3 endpoint on 127.0.0.1 (moto's
+server mode, as s3fs tests itself). Each project has its own local cache (build/.cache).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import Project, sha256
+
+from modelbuild.graph import cache
+
+KINDS = ("partition", "lowered", "object")
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield server, f"http://{host}:{port}"
+    server.stop()
+
+
+class Remote:
+    """One remote store and the environment a build needs to use it."""
+
+    def __init__(self, url: str, env: dict, listing):
+        self.url, self.env, self._listing = url, env, listing
+
+    def build_env(self, mode: str = "read-write", **extra) -> dict:
+        return {**os.environ, **self.env, "MODELBUILD_REMOTE_CACHE": self.url,
+                "MODELBUILD_REMOTE_CACHE_MODE": mode, "MODELBUILD_REMOTE_CACHE_TIMEOUT": "5",
+                **extra}
+
+    def entries(self) -> dict[str, bytes]:
+        """``kind/key`` -> stored bytes of every entry."""
+        return self._listing()
+
+
+def _s3_remote(endpoint: str, bucket: str) -> Remote:
+    import boto3
+
+    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+             "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=bucket)
+
+    def listing():
+        out = {}
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="cache/"):
+            for obj in page.get("Contents", []):
+                kind, _, key = obj["Key"].removeprefix("cache/").split("/")
+                out[f"{kind}/{key}"] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        return out
+
+    return Remote(f"s3://{bucket}/cache", creds, listing)
+
+
+def _file_remote(folder) -> Remote:
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def listing():
+        return {f"{p.parent.parent.name}/{p.name}": p.read_bytes()
+                for p in folder.glob("*/??/*") if p.is_file()}
+
+    return Remote(folder.as_uri(), {}, listing)
+
+
+@pytest.fixture(params=["file", "s3"])
+def remote(request, tmp_path):
+    if request.param == "file":
+        return _file_remote(tmp_path / "shared-cache")
+    _, endpoint = request.getfixturevalue("s3_endpoint")
+    return _s3_remote(endpoint, f"team-{os.getpid()}-{time.monotonic_ns()}")
+
+
+def _checkout(tiny_built: Project, dest) -> Project:
+    """A fresh checkout of the tiny project: its sources, no build/ (so no local cache)."""
+    shutil.copytree(tiny_built.root, dest, ignore=shutil.ignore_patterns("build"))
+    return Project(dest)
+
+
+def test_a_second_checkout_restores_every_step_from_the_remote(tiny_built, remote, tmp_path):
+    first = _checkout(tiny_built, tmp_path / "a")
+    run = first.doit("build:tiny", env=remote.build_env())
+    assert run.ran_kind("partition") and run.ran_kind("codegen")
+    uploaded = remote.entries()
+    assert {k.split("/")[0] for k in uploaded} == set(KINDS), uploaded.keys()
+    assert f"{len(uploaded)} uploaded" in run.stdout
+
+    second = _checkout(tiny_built, tmp_path / "b")
+    again = second.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert again.ran == {"link:tiny"}, again.output  # nothing recomputed
+    restored = again.from_remote
+    assert "partition:tiny" in restored
+    assert {t.split(":")[0] for t in restored} == {"partition", "lower", "codegen"}
+    assert len(restored) == len(uploaded)
+    assert f"cache: {len(uploaded)} hits ({len(uploaded)} from the remote)" in again.stdout
+    assert sha256(second.library("tiny")) == sha256(first.library("tiny"))
+    assert second.objects("tiny") == first.objects("tiny")
+    # the local cache now has them too: without the remote, a clean build still restores all
+    shutil.rmtree(second.root / "build" / "tiny")
+    local = second.doit("build:tiny")
+    assert local.ran == {"link:tiny"} and not local.from_remote, local.output
+
+
+def test_read_mode_uploads_nothing(tiny_built, remote, tmp_path):
+    project = _checkout(tiny_built, tmp_path / "a")
+    run = project.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert run.ran_kind("codegen")
+    assert remote.entries() == {}
+    assert "uploaded" not in run.stdout
+
+
+def test_a_corrupt_remote_entry_is_reported_not_used_and_replaced(tiny_built, tmp_path):
+    remote = _file_remote(tmp_path / "shared-cache")
+    first = _checkout(tiny_built, tmp_path / "a")
+    first.doit("build:tiny", env=remote.build_env())
+    folder = tmp_path / "shared-cache"
+    damaged = sorted(folder.glob("object/??/*"))[0]
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[: len(good) // 2])  # truncated
+
+    second = _checkout(tiny_built, tmp_path / "b")
+    run = second.doit("build:tiny", env=remote.build_env())
+    rebuilt = run.ran_kind("codegen")
+    assert len(rebuilt) == 1, run.output  # the one damaged object, compiled again
+    assert f"remote cache entry object/{damaged.name} was corrupt" in run.stdout
+    assert sha256(second.library("tiny")) == sha256(first.library("tiny"))
+    assert damaged.read_bytes() == good  # read-write: replaced by the rebuilt entry
+    assert cache.unframe(damaged.read_bytes()) is not None
+
+
+def test_the_remote_going_down_mid_build_leaves_a_correct_build_and_one_warning(
+        tiny_built, s3_endpoint, tmp_path):
+    from moto.server import ThreadedMotoServer
+
+    # a store of its own, so that stopping it leaves the shared endpoint up
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    remote = _s3_remote(f"http://{host}:{port}", "team")
+    try:
+        first = _checkout(tiny_built, tmp_path / "a")
+        first.doit("build:tiny", env=remote.build_env())
+        second = _checkout(tiny_built, tmp_path / "b")
+        proc = subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=second.root,
+                                env=remote.build_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        events = second.root / "build" / ".cache-events"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if events.is_file() and " remote" in events.read_text():
+                break  # the first step came from the remote: stop the store now
+            time.sleep(0.005)
+        server.stop()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, out + err
+    assert (out + err).count("warning: remote cache") == 1, out + err
+    lines = events.read_text().splitlines()
+    assert lines[0].startswith("hit partition") and lines[0].endswith(" remote"), lines
+    assert any(ln.startswith("miss ") for ln in lines), lines  # the rest was built here
+    assert sha256(second.library("tiny")) == sha256(first.library("tiny"))
+    assert second.objects("tiny") == first.objects("tiny")
+
+
+def test_an_unreachable_remote_falls_back_to_building_locally(tiny_built, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+           "MODELBUILD_REMOTE_CACHE": "s3://team/cache", "MODELBUILD_REMOTE_CACHE_MODE": "read-write",
+           "MODELBUILD_REMOTE_CACHE_TIMEOUT": "3"}
+    project = _checkout(tiny_built, tmp_path / "a")
+    start = time.monotonic()
+    run = project.doit("build:tiny", env=env)
+    assert run.output.count("warning: remote cache s3://team/cache unavailable") == 1, run.output
+    assert run.ran_kind("codegen") and run.ran_kind("partition")
+    assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
+    assert time.monotonic() - start < 120
+
+
+def test_why_names_the_remote_tier(tiny_built, tmp_path):
+    import json
+
+    remote = _file_remote(tmp_path / "shared-cache")
+    _checkout(tiny_built, tmp_path / "a").doit("build:tiny", env=remote.build_env())
+    second = _checkout(tiny_built, tmp_path / "b")
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny", "--json"],
+                          cwd=second.root, env=remote.build_env(mode="read"),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    verdicts = {v["task"]: v for v in json.loads(proc.stdout)}
+    assert verdicts["partition:tiny"]["action"] == "restore"
+    assert verdicts["partition:tiny"]["source"] == "remote"
+    assert "restore (remote cache)" in verdicts["partition:tiny"]["reasons"]
+    restores = {t for t, v in verdicts.items() if v["action"] == "restore"}
+    run = second.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert run.from_remote == restores
+    assert run.ran == {t for t, v in verdicts.items() if v["action"] == "run"} == {"link:tiny"}
+
+
+def test_a_bad_remote_setting_is_one_clear_error(tiny_built, tmp_path):
+    project = _checkout(tiny_built, tmp_path / "a")
+    env = {**os.environ, "MODELBUILD_REMOTE_CACHE": "file:///tmp/x",
+           "MODELBUILD_REMOTE_CACHE_MODE": "write-only"}
+    run = project.doit("build:tiny", env=env, check=False)
+    assert run.returncode != 0
+    assert "remote-cache-mode must be one of read, read-write, not 'write-only'" in run.output
+    assert "Traceback" not in run.output
