@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..core import atomic
-from ..core.digest import bytes_digest, file_digest
+from ..core.digest import file_digest
 from ..core.errors import BuildError
 from . import fingerprint
 from .cache import LOCAL, Cache, Found
