@@ -188,7 +188,7 @@ def test_unknown_model_and_workload_are_named(tiny_copy):
 
 
 COMMANDS = {"tune", "import", "export", "sample", "select", "check", "inspect", "explain",
-            "watch", "why", "cache", "bench", "sweep"}
+            "watch", "why", "serve", "cache", "bench", "sweep"}
 
 
 def test_help_lists_every_command_with_its_help(tiny_copy):

@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-if-faster", action=argparse.BooleanOptionalAction, default=True,
                    help="time each tuned record against the default schedule here and keep "
                         "it only if faster (default: on)")
+    p.add_argument("--rpc", metavar="HOST:PORT",
+                   help="measure on the devices of this TVM RPC tracker (candidates are still "
+                        "built here); needs --key")
+    p.add_argument("--key", help="with --rpc: the device key its servers registered with")
     p.add_argument("--json", action="store_true",
                    help="print the import's outcome as JSON (progress goes to stderr)")
     p.set_defaults(module="tune")
@@ -121,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this machine's), e.g. x86-64-v3")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(module="why")
+
+    p = sub.add_parser("serve", help="warm build workers (Dask) for this project's builds, "
+                                     "until Ctrl-C")
+    p.add_argument("--workers", type=_positive, default=2, help="worker processes (default 2)")
+    p.add_argument("--port", type=_natural, default=0,
+                   help="the scheduler's port on 127.0.0.1 (default: any free one)")
+    p.add_argument("--stop", action="store_true", help="stop the serve of this project")
+    p.add_argument("--status", action="store_true", help="is one running, with which workers")
+    p.set_defaults(module="serve")
 
     p = sub.add_parser("cache", help="the artifact cache: stats, prune --max-size SIZE, clear")
     p.add_argument("action", choices=("stats", "prune", "clear"))

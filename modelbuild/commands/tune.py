@@ -9,6 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core import requires
+from ..core.errors import BuildError
+from ..schedules import rpc
 from .output import console, errors
 from .workspace import choice_of, functions, partitioned, project_of, require
 
@@ -52,6 +54,13 @@ def run(args) -> int:
     from ..schedules import tune as tuning
 
     requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
+    tracker = None
+    if args.rpc or args.key:
+        if not (args.rpc and args.key):
+            raise BuildError("--rpc and --key go together: the tracker's HOST:PORT and the "
+                             "device key its servers registered with")
+        tracker = (*rpc.parse_address(args.rpc), args.key)
+        rpc.check(*tracker)  # within seconds, before any work: the tracker and a server
     project, choice = project_of(args), choice_of(args)
     spec = choice.resolve()
     part = partitioned(project, args.model, choice)
@@ -78,7 +87,8 @@ def run(args) -> int:
                  "the default schedule)" if skipped and not args.workload else "")
               + f": {total} trials in all, weighted by calls per run; cost model "
                 f"{tuning.COST_MODEL}, search {tuning.SEARCH}, task scheduler "
-                f"{tuning.TASK_SCHEDULER}, database {work_dir}")
+                f"{tuning.TASK_SCHEDULER}, database {work_dir}"
+              + (f"; measured on RPC tracker {args.rpc}, key {args.key}" if tracker else ""))
     measured: dict[str, int] = {}
     start = time.perf_counter()
     with Progress(console=out, transient=False, redirect_stdout=False,
@@ -90,7 +100,8 @@ def run(args) -> int:
             progress.update(bar, advance=count, description=f"measured {name}")
 
         trained = tuning.tune(chosen, spec, work_dir, total, weights=calls,
-                              max_per_workload=per, seed=args.seed, on_measured=on_measured)
+                              max_per_workload=per, seed=args.seed, on_measured=on_measured,
+                              runner=rpc.runner(*tracker) if tracker else None)
         progress.update(bar, completed=total, description="tuned")
     seconds = time.perf_counter() - start
     report = msdb.import_database(work_dir, args.model, chosen, project.model(args.model),
@@ -102,7 +113,8 @@ def run(args) -> int:
                "trials_per_minute": round(60 * done / seconds, 1) if seconds > 0 else None,
                "cost_model": tuning.COST_MODEL, "cost_model_trained_on": trained,
                "search": tuning.SEARCH,
-               "task_scheduler": tuning.TASK_SCHEDULER, "target": spec.tvm_target}
+               "task_scheduler": tuning.TASK_SCHEDULER, "target": spec.tvm_target,
+               "measured_on": f"rpc {args.rpc} key {args.key}" if tracker else "this machine"}
     if not args.json:
         out.print(f"measured {done} trials in {seconds:.0f} s "
                   f"({summary['trials_per_minute']} per minute); the {tuning.COST_MODEL} cost "

@@ -25,21 +25,24 @@ from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
+from ..core import atomic, models, settings
 from ..core import manifest as manifest_mod
-from ..core import models, settings
 from ..core.digest import file_digest
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout, Project
 from ..core.models import ModelSpec
 from ..core.passes import PASSES
-from ..schedules.active import active
+from ..schedules import python_schedule
+from ..schedules.active import PYTHON, active
 from ..steps import codegen, link, lower, partition
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import bench_task, code, environment, fingerprint
+from . import bench_task, code, environment, fingerprint, worker
+from . import executor as executor_mod
 from .actions import invalid, step
 from .cache import Cache
 from .cached_step import Step, Uptodate
+from .executor import Executor
 from .partition_output import PartitionOutput
 
 # Bump when an artifact's format or how it is made changes: every task reruns.
@@ -65,6 +68,7 @@ class Context:
     models: dict[str, ModelSpec]
     target: TargetSpec
     cache: Cache  # the artifact cache every step uses (one remote connection per process)
+    executor: Executor | None = None  # where lower and codegen run (None: in this process)
 
     @functools.cached_property
     def config(self) -> dict:
@@ -93,7 +97,8 @@ def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Con
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
     return Context(project, models.discover(project.models_dir),
-                   registry.resolve(target, mcpu=mcpu), Cache.of(project))
+                   registry.resolve(target, mcpu=mcpu), Cache.of(project),
+                   executor_mod.configured(project))
 
 
 def _compiler_or_none() -> str:
@@ -218,6 +223,35 @@ def _lower(layout, name: str, target: TargetSpec) -> None:
     lower.run(layout.workload(name), active(layout, name), layout.lowered(name), target, name)
 
 
+def _record_files(layout, name: str) -> tuple[dict[str, bytes], list[str]]:
+    """The workload's record files and, for a Python schedule, its helper modules, by their
+    path relative to the record's folder; and which of them are the record."""
+    record = active(layout, name)
+    files = {p.name: p.read_bytes() for p in record.files}
+    if record.kind == PYTHON:
+        for helper in python_schedule.helpers(record.path).values():
+            rel = os.path.relpath(helper, record.path.parent)
+            files[helper.name if rel.startswith("..") else rel] = helper.read_bytes()
+    return files, [p.name for p in record.files]
+
+
+def _lower_on(executor: Executor, layout, name: str, target: TargetSpec) -> None:
+    """The lower action on an executor's worker: the same step, inputs and output as bytes."""
+    files, record = _record_files(layout, name)
+    args = {"workload": layout.workload(name).read_bytes(), "records": files,
+            "record_files": record, "target": target, "name": name}
+    out = executor.run(f"lower:{layout.name}/{name}", "lower",
+                       worker.identity("lower", target.sources), args)
+    atomic.write_bytes(layout.lowered(name), out)
+
+
+def _codegen_on(executor: Executor, layout, name: str, output: Path, target: TargetSpec) -> None:
+    args = {"lowered": layout.lowered(name).read_bytes(), "target": target, "name": name}
+    out = executor.run(f"codegen:{layout.name}/{name}", "codegen",
+                       worker.identity("codegen", target.sources), args)
+    atomic.write_bytes(output, out)
+
+
 def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
     """The lower, codegen and link tasks of one model, from its manifest."""
     layout = ctx.project.model(model)
@@ -233,7 +267,10 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             yield _subtask(
                 "lower", f"{model}/{w.name}",
                 doc=f"apply {record.path or 'the default schedule'} to {w.name}",
-                actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])],
+                actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])
+                         if ctx.executor is None else
+                         (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
+                                 ctx.target])],
                 targets=[str(layout.lowered(w.name))],
                 uptodate=[Uptodate(lowered)],
                 clean=[_clean_with_stamp],
@@ -244,7 +281,10 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                 "codegen", f"{model}/{w.name}",
                 doc=f"compile {w.name} for {ctx.target.name}",
                 actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
-                                 compiled.output, ctx.target, w.name])],
+                                 compiled.output, ctx.target, w.name])
+                         if ctx.executor is None else
+                         (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
+                                 compiled.output, ctx.target])],
                 task_dep=[f"lower:{model}/{w.name}"],
                 targets=[str(compiled.output)],
                 uptodate=[Uptodate(compiled)],
@@ -291,7 +331,8 @@ def warm_task(ctx: Context, model: str) -> Task:
     second) only once partition is done. Serial builds import it anyway; a model
     that has a manifest skips it, so a no-op build still never imports TVM."""
     task = dict_to_task({"name": f"_warm:{model}", "actions": [(_import_tvm,)],
-                         "uptodate": [ctx.project.model(model).manifest.is_file()]})
+                         "uptodate": [ctx.project.model(model).manifest.is_file()
+                                      or ctx.executor is not None]})
     task.subtask_of = "_warm"
     return task
 

@@ -1,0 +1,134 @@
+"""Where lower and codegen run: in the doit process, or on the workers of a Dask scheduler.
+
+    python -m modelbuild serve              # warm local workers; writes build/.executor.json
+    [tool.modelbuild] executor = "tcp://host:8786"     # or $MODELBUILD_EXECUTOR: a cluster
+
+With an executor, a step's action sends its inputs as bytes (the workload or
+lowered TIR, the record and its helper modules, the target as this process
+decided it) to a worker, which runs the same step function (worker.py) and
+sends the output's bytes back; the cache, the stamp and the output file are
+written here, as for a local step. No shared file system is assumed.
+
+Finding the executor costs no import of distributed (a file read, a pid check,
+a TCP connect); the client connects when the first step must run. No TVM here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ..core import settings
+from ..core.errors import BuildError
+from ..core.layout import Project
+
+ENV = "MODELBUILD_EXECUTOR"
+CONNECT_TIMEOUT = 10.0
+
+
+def address_file(project: Project):
+    """Where `serve` writes its scheduler's address for the project's builds."""
+    return project.build_dir / ".executor.json"
+
+
+def reachable(address: str, timeout: float = 1.0) -> bool:
+    parts = urlsplit(address)
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
+        return True
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+def served(project: Project) -> dict | None:
+    """What the running `serve` of this project wrote (address, pid, workers), or None when
+    none runs (no file, or its process is gone)."""
+    try:
+        info = json.loads(address_file(project).read_text())
+        os.kill(int(info["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info
+
+
+def configured(project: Project) -> "Executor | None":
+    """The executor the project's builds use: $MODELBUILD_EXECUTOR, else ``executor`` in
+    pyproject.toml (both must answer), else a running `serve` of the project, else None
+    (steps run in the doit process)."""
+    address = os.environ.get(ENV) or settings.read(project.root).get("executor")
+    if address:
+        address = str(address)
+        if "://" not in address:
+            address = f"tcp://{address}"
+        if not reachable(address):
+            raise BuildError(f"the executor {address} does not answer",
+                             hint=f"start the scheduler, or unset {ENV} / `executor` in "
+                                  "pyproject.toml to build in this process")
+        return Executor(address)
+    info = served(project)
+    if info is not None and reachable(info["address"]):
+        return Executor(info["address"])
+    return None
+
+
+@dataclass
+class Executor:
+    """A Dask scheduler's address and, per process, a client of it (doit's `-n N` forks
+    its workers: a client does not survive a fork, so each process makes its own)."""
+
+    address: str
+    _clients: dict = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __getstate__(self):
+        return {"address": self.address}
+
+    def __setstate__(self, state):
+        self.__init__(state["address"])
+
+    def client(self):
+        pid = os.getpid()
+        with self._lock:
+            if pid not in self._clients:
+                try:
+                    from distributed import Client
+                except ImportError:
+                    raise BuildError("building on an executor needs dask's distributed",
+                                     hint="python -m pip install 'modelbuild[cluster]'") from None
+                try:
+                    self._clients[pid] = Client(self.address, timeout=CONNECT_TIMEOUT,
+                                                set_as_default=False)
+                except OSError as err:
+                    raise BuildError(f"cannot connect to the executor {self.address}: {err}",
+                                     hint="is `python -m modelbuild serve` (or the scheduler) "
+                                          "running?") from None
+            return self._clients[pid]
+
+    def run(self, task: str, step: str, expected: dict, args: dict) -> bytes:
+        """Run ``step`` on a worker; its output's bytes. Any failure is a BuildError naming
+        ``task``; nothing is written here on failure."""
+        from .worker import RemoteStepError, run_step
+
+        client = self.client()
+        error = None
+        try:
+            future = client.submit(run_step, step, expected, args, pure=False,
+                                   key=f"{task}-{os.urandom(4).hex()}")
+            return future.result()
+        except RemoteStepError as err:
+            error = BuildError(f"{task}: {err.message}", hint=(
+                "restart `python -m modelbuild serve` (or the cluster's workers) with this "
+                "TVM and modelbuild") if err.mismatch else None)
+        except BuildError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a lost worker or scheduler, in words
+            name = type(err).__name__
+            why = ("its worker died running it twice (KilledWorker)" if name == "KilledWorker"
+                   else f"{name}: {err}")
+            error = BuildError(f"{task}: the executor {self.address} did not finish it: {why}",
+                               hint="rerun the build; nothing of this step was stored")
+        raise error

@@ -1,0 +1,113 @@
+"""What a build worker runs: one step, from input bytes to output bytes.
+
+``run_step`` is the one function the doit process submits to the executor (the
+scheduler unpickles only a reference to it, so it never needs new code). It
+checks that the worker is the code and TVM the build expects, writes the inputs
+to a private folder, runs the very step function a local build runs, and returns
+the output's bytes. Errors come back as ``RemoteStepError`` (plain text, no TVM
+exception types, so the doit process never imports TVM to read one).
+
+TVM-free at import; ``warm`` (the workers' preload module) imports it once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ..core.errors import BuildError
+
+
+class RemoteStepError(Exception):
+    """A step failed on a worker: its message as the user should read it."""
+
+    def __init__(self, message: str, mismatch: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.mismatch = mismatch
+
+    def __reduce__(self):
+        return (RemoteStepError, (self.message, self.mismatch))
+
+
+def identity(step: str, target_sources: tuple[str, ...]) -> dict:
+    """What must be the same on the worker and in the doit process for ``step``: TVM with
+    tvm-ffi (versions, libraries) and the digest of modelbuild's code for the step."""
+    from . import code, environment
+
+    return {"tvm": environment.tvm_identity(),
+            "code": code.digest(code.step_sources(step, target_sources))}
+
+
+def describe(ident: dict) -> str:
+    from . import environment
+
+    return f"{environment.describe(ident.get('tvm'))}, modelbuild code {str(ident.get('code'))[:12]}"
+
+
+def _write(folder: Path, files: dict[str, bytes]) -> dict[str, Path]:
+    out = {}
+    for name, data in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        out[name] = path
+    return out
+
+
+def _lower(folder: Path, args: dict) -> bytes:
+    from ..schedules.active import Active
+    from ..steps import lower
+
+    workload = folder / "workload.json"
+    workload.write_bytes(args["workload"])
+    records = _write(folder / "records", args["records"])  # the record, and its helper modules
+    record = Active(args["name"], tuple(records[n] for n in args["record_files"]))
+    out = folder / "lowered.json"
+    lower.run(workload, record, out, args["target"], args["name"])
+    return out.read_bytes()
+
+
+def _codegen(folder: Path, args: dict) -> bytes:
+    from ..steps import codegen
+
+    lowered = folder / "lowered.json"
+    lowered.write_bytes(args["lowered"])
+    out = folder / f"object{args['target'].artifact_suffix}"
+    codegen.run(lowered, out, args["target"], args["name"])
+    return out.read_bytes()
+
+
+STEPS = {"lower": _lower, "codegen": _codegen}
+
+
+def run_step(step: str, expected: dict, args: dict) -> bytes:
+    """Run ``step`` ("lower" or "codegen") on ``args`` here; its output's bytes."""
+    error = None
+    try:
+        here = identity(step, args["target"].sources)
+        if here != expected:
+            raise RemoteStepError(
+                f"the executor's worker runs other code than this build: worker: "
+                f"{describe(here)}; this build: {describe(expected)}",
+                mismatch=True)
+        with tempfile.TemporaryDirectory(prefix=f"modelbuild-{step}-") as tmp:
+            try:
+                return STEPS[step](Path(tmp), args)
+            except BuildError as err:
+                error = str(err).replace(tmp + "/records/", "").replace(tmp + "/", "")
+    except RemoteStepError as err:
+        error = err
+    except Exception as err:  # noqa: BLE001 - sent back as text, never as a TVM exception
+        from ..core.errors import summarize
+
+        error = f"{step} failed on the worker: {summarize(err)}"
+    # raised outside every except block: no TVM exception travels as its __context__
+    raise error if isinstance(error, RemoteStepError) else RemoteStepError(str(error))
+
+
+def warm() -> None:
+    """Import what the steps need, once, before a worker takes its first step."""
+    import tvm  # noqa: F401
+
+    from ..steps import codegen, lower  # noqa: F401

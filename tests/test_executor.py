@@ -1,0 +1,152 @@
+"""lower and codegen on warm Dask workers (`python -m modelbuild serve`, a real LocalCluster
+on 127.0.0.1): the same objects as a local build, and no TVM in the doit process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, DoitRun, sha256, tiny_conv_workload
+
+# doit, reporting on exit whether its process imported TVM
+DOIT_REPORTING_TVM = """
+import atexit, runpy, sys
+atexit.register(lambda: print("tvm imported:", "tvm" in sys.modules, file=sys.stderr))
+sys.argv = ["doit", *sys.argv[1:]]
+runpy.run_module("doit", run_name="__main__", alter_sys=True)
+"""
+
+
+class Serve:
+    def __init__(self, project, workers: int = 2, env: dict | None = None):
+        self.project = project
+        self.file = project.root / "build" / ".executor.json"
+        self.log = project.root / "serve.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "modelbuild", "serve", "--workers", str(workers)],
+            cwd=project.root, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+            start_new_session=True, env=env)
+        deadline = time.monotonic() + 180
+        while not self.file.is_file():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.2)
+        self.info = json.loads(self.file.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture
+def serve():
+    started = []
+
+    def start(project, **kw) -> Serve:
+        started.append(Serve(project, **kw))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def doit(project, *args, env=None) -> DoitRun:
+    return DoitRun(subprocess.run([sys.executable, "-c", DOIT_REPORTING_TVM, *args],
+                                  cwd=project.root, capture_output=True, text=True, env=env))
+
+
+def _forget_compiled(project) -> None:
+    """Keep partition; drop every lowered file, object, the library and the cache."""
+    for sub in ("lowered", "objects"):
+        shutil.rmtree(project.root / "build" / "tiny" / sub, ignore_errors=True)
+    project.library("tiny").unlink(missing_ok=True)
+    shutil.rmtree(project.root / "build" / ".cache", ignore_errors=True)
+
+
+def test_steps_on_warm_workers_give_the_local_objects_and_keep_tvm_out_of_doit(
+        tiny_copy, tiny_variants, serve):
+    local_objects, local_lib = tiny_copy.objects("tiny"), sha256(tiny_copy.library("tiny"))
+    _forget_compiled(tiny_copy)
+    serve(tiny_copy)
+    run = doit(tiny_copy, "build:tiny")
+    assert run.returncode == 0, run.output
+    assert "tvm imported: False" in run.stderr, run.output
+    assert run.ran_kind("lower") and run.ran_kind("codegen") and "link:tiny" in run.ran
+    assert tiny_copy.objects("tiny") == local_objects
+    assert sha256(tiny_copy.library("tiny")) == local_lib
+
+    workload, variants = tiny_variants
+    tiny_copy.set_record("tiny", workload, variants[1])
+    edit = doit(tiny_copy, "build:tiny")
+    assert edit.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    assert "tvm imported: False" in edit.stderr, edit.output
+    remote_object = tiny_copy.objects("tiny")[f"{workload}.o"]
+    # the same edit built here, in the doit process, gives the same object
+    shutil.rmtree(tiny_copy.root / "build" / ".cache")
+    (tiny_copy.root / "build" / "tiny" / "objects" / f"{workload}.o").unlink()
+    (tiny_copy.root / "build" / "tiny" / "lowered" / f"{workload}.json").unlink()
+    tiny_copy.root.joinpath("build", ".executor.json").rename(tiny_copy.root / "away.json")
+    local = doit(tiny_copy, "build:tiny")
+    assert "tvm imported: True" in local.stderr, local.output
+    assert tiny_copy.objects("tiny")[f"{workload}.o"] == remote_object
+
+
+def test_a_worker_killed_during_a_build_leaves_a_correct_build(tiny_copy, serve):
+    local_lib = sha256(tiny_copy.library("tiny"))
+    _forget_compiled(tiny_copy)
+    served = serve(tiny_copy)
+    victim = min(w["pid"] for w in served.info["workers"].values())
+    proc = subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=tiny_copy.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = proc.stdout.readline()
+    while first and not first.startswith(".  lower:"):
+        first = proc.stdout.readline()
+    os.kill(victim, signal.SIGKILL)  # as its first step is sent
+    out = first + proc.stdout.read()
+    proc.wait(300)
+    if proc.returncode == 0:
+        assert sha256(tiny_copy.library("tiny")) == local_lib
+    else:  # the step is named, and nothing half-done was kept
+        assert "did not finish it" in out and "Traceback" not in out, out
+    again = DoitRun(subprocess.run([sys.executable, "-m", "doit", "build:tiny"],
+                                   cwd=tiny_copy.root, capture_output=True, text=True))
+    assert again.returncode == 0, again.output
+    assert sha256(tiny_copy.library("tiny")) == local_lib
+
+
+def test_workers_running_other_code_fail_the_build_naming_both(tiny_copy, serve, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "modelbuild", other / "modelbuild",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for step in ("lower", "codegen"):
+        with open(other / "modelbuild" / "steps" / f"{step}.py", "a") as f:
+            f.write("\n# another version of this step\n")
+    _forget_compiled(tiny_copy)
+    serve(tiny_copy, env={**os.environ, "PYTHONPATH": str(other)})
+    run = doit(tiny_copy, "build:tiny")
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "the executor's worker runs other code than this build: worker: apache-tvm" in run.output
+    assert "restart `python -m modelbuild serve`" in run.output
+    assert not list((tiny_copy.root / "build" / ".cache").glob("lowered/*/*"))
+    assert not (tiny_copy.root / "build" / "tiny" / "lowered").is_dir() or not list(
+        Path(tiny_copy.root / "build" / "tiny" / "lowered").glob("*.json"))
+
+
+def test_an_executor_that_does_not_answer_is_a_clear_error(tiny_copy):
+    run = doit(tiny_copy, "build:tiny",
+               env={**os.environ, "MODELBUILD_EXECUTOR": "tcp://127.0.0.1:9"})
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "the executor tcp://127.0.0.1:9 does not answer" in run.output
