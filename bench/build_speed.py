@@ -114,13 +114,14 @@ from modelbuild.steps import lower
 from modelbuild.targets import registry as targets
 from modelbuild.core.errors import BuildError
 from modelbuild.core.layout import Project
+from modelbuild.schedules.active import Active
 root, model, w, count = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 layout = Project(root).model(model)
 valid = []
 with tempfile.TemporaryDirectory() as tmp:
     for i, record in enumerate(sys.argv[5:]):
         try:
-            lower.run(layout.workload(w), [Path(record)], Path(tmp) / "out.json",
+            lower.run(layout.workload(w), Active(w, (Path(record),)), Path(tmp) / "out.json",
                       targets.resolve("llvm"), w)
         except BuildError:
             continue
