@@ -250,3 +250,14 @@ def tiny_conv_workload(project: Project) -> str:
     convs = [w.name for w in man.workloads if "conv2d" in w.name and "add" in w.name]
     assert convs, [w.name for w in man.workloads]
     return sorted(convs)[-1]
+
+
+def other_tvm_ffi_env(folder: Path, version: str = "9.9") -> dict:
+    """An environment in which apache-tvm-ffi reports ``version``: a distribution earlier on
+    the path (its metadata only; nothing of it is imported)."""
+    info = folder / f"apache_tvm_ffi-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: apache-tvm-ffi\nVersion: {version}\n")
+    (info / "RECORD").write_text("")
+    return {**os.environ, "PYTHONPATH": str(folder)}

@@ -10,6 +10,7 @@ import sys
 
 import onnx
 from conftest import (
+    other_tvm_ffi_env,
     assert_close,
     make_project,
     model_inputs,
@@ -103,17 +104,9 @@ def test_a_python_schedules_helper_module_is_part_of_its_record(tiny_copy):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-FAKE_METADATA = "Metadata-Version: 2.1\nName: apache-tvm-ffi\nVersion: {version}\n"
-
-
 def test_tvm_ffis_version_is_an_input_of_every_step(tiny_copy, tmp_path):
     """Another apache-tvm-ffi (a distribution earlier on the path) changes every key."""
-    site = tmp_path / "site"
-    info = site / "apache_tvm_ffi-9.9.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(FAKE_METADATA.format(version="9.9"))
-    (info / "RECORD").write_text("")
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = other_tvm_ffi_env(tmp_path / "site")
     reasons = _reasons(_why(tiny_copy, env=env))
     assert "TVM changed (" in reasons and "apache-tvm-ffi 9.9)" in reasons, reasons
     assert tiny_copy.doit("build:tiny", env=env).ran == _all_steps(tiny_copy)

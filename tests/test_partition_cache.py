@@ -3,11 +3,10 @@ everything that decides them (the model's files, [inputs], target, TVM and tvm-f
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import onnx
-from conftest import Project, make_project, sha256
+from conftest import Project, make_project, other_tvm_ffi_env, sha256
 from onnx_models import tiny_model
 from test_no_traceback import _symbolic_batch_model
 
@@ -64,15 +63,9 @@ def test_a_changed_inputs_shape_misses_partitions_entry(tmp_path):
 
 
 def test_another_tvm_ffi_misses_partitions_entry(tiny_copy, tmp_path):
-    from test_keys import FAKE_METADATA
-
-    site = tmp_path / "site"
-    info = site / "apache_tvm_ffi-9.9.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(FAKE_METADATA.format(version="9.9"))
-    (info / "RECORD").write_text("")
+    env = other_tvm_ffi_env(tmp_path / "site")
     shutil.rmtree(tiny_copy.root / "build" / "tiny")
-    run = tiny_copy.doit("partition:tiny", env={**os.environ, "PYTHONPATH": str(site)})
+    run = tiny_copy.doit("partition:tiny", env=env)
     assert run.ran == {"partition:tiny"} and _partition_events(tiny_copy) == ["miss"]
     shutil.rmtree(tiny_copy.root / "build" / "tiny")
     same = tiny_copy.doit("partition:tiny")  # the real tvm-ffi: the first build's entry

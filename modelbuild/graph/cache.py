@@ -228,8 +228,8 @@ def last_run(project: Project) -> dict[str, int] | None:
     if events is None:
         return None
     counts = dict.fromkeys((*EVENTS, "remote_hit", "remote_corrupt"), 0)
-    for event, *_, where in ((e[0], *e[1:]) for e in events):
-        remote = where == "remote"
+    for e in events:
+        event, remote = e[0], e[-1] == "remote"
         if event == "corrupt" and remote:
             counts["remote_corrupt"] += 1
         elif event in counts:

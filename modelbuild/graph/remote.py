@@ -53,7 +53,9 @@ class RemoteStore:
 
     def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT):
         if mode not in MODES:
-            raise BuildError(f"remote-cache-mode must be one of {', '.join(MODES)}, not '{mode}'")
+            raise BuildError(f"remote-cache-mode must be one of {', '.join(MODES)}, not '{mode}'",
+                             hint=f"set {MODE_ENV} or `remote-cache-mode` under "
+                                  "[tool.modelbuild] in pyproject.toml to read or read-write")
         self.url = url.rstrip("/")
         self.mode = mode
         self.timeout = timeout
@@ -174,5 +176,7 @@ def configured(project: Project) -> RemoteStore | None:
             raise ValueError
     except (TypeError, ValueError):
         raise BuildError(f"remote-cache-timeout must be a positive number of seconds, "
-                         f"not {raw_timeout!r}") from None
+                         f"not {raw_timeout!r}",
+                         hint=f"set {TIMEOUT_ENV} or `remote-cache-timeout` under "
+                              "[tool.modelbuild] in pyproject.toml, e.g. 10") from None
     return RemoteStore(str(url), str(mode), timeout)
