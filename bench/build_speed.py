@@ -140,6 +140,7 @@ from modelbuild.steps import codegen, link, lower
 from modelbuild.core import manifest
 from modelbuild.targets import registry as targets
 from modelbuild.core.layout import Project
+from modelbuild.schedules.active import Active
 root, model, w = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 layout = Project(root).model(model)
 man = manifest.read(layout.manifest)
@@ -149,7 +150,7 @@ def once(record, tmp):
     lowered, obj = tmp / "lowered.json", tmp / f"{w}.o"
     objects = [obj if x.name == w else layout.object(x.name) for x in man.workloads]
     t0 = time.perf_counter()
-    lower.run(layout.workload(w), [record], lowered, spec, w)
+    lower.run(layout.workload(w), Active(w, (record,)), lowered, spec, w)
     t1 = time.perf_counter()
     codegen.run(lowered, obj, spec, w)
     t2 = time.perf_counter()

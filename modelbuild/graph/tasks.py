@@ -80,10 +80,17 @@ class Context:
             "passes": list(PASSES),
         }
 
+    @functools.cached_property
+    def _step_configs(self) -> dict:
+        return {}
+
     def config_for(self, step_name: str) -> dict:
-        """The config of one kind of step, including the digest of the code that runs it."""
-        sources = code.step_sources(step_name, self.target.sources)
-        return {**self.config, "code": code.digest(sources)}
+        """The config of one kind of step, including the digest of the code that runs it
+        (found once per step kind: every workload's step shares it)."""
+        if step_name not in self._step_configs:
+            sources = code.step_sources(step_name, self.target.sources)
+            self._step_configs[step_name] = {**self.config, "code": code.digest(sources)}
+        return self._step_configs[step_name]
 
     def link_config(self) -> dict:
         return {**self.config_for("link"), "cc": _compiler_or_none()}
