@@ -133,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the scheduler's port on 127.0.0.1 (default: any free one)")
     p.add_argument("--stop", action="store_true", help="stop the serve of this project")
     p.add_argument("--status", action="store_true", help="is one running, with which workers")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS with certificates (executor-tls-* settings, else a self-signed one "
+                        "made in build/.executor-tls/): only holders of the key can submit work")
+    p.add_argument("--dashboard", type=_natural, nargs="?", const=8787, metavar="PORT",
+                   help="start Dask's dashboard on 127.0.0.1:PORT (default 8787); none without")
     p.set_defaults(module="serve")
 
     p = sub.add_parser("cache", help="the artifact cache: stats, prune --max-size SIZE, clear")

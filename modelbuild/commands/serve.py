@@ -5,6 +5,10 @@ Starts a ``distributed.LocalCluster`` (scheduler and N worker processes, on
 build/.executor.json, where `doit build:<model>` finds it: while it runs, lower
 and codegen run on those workers. Runs in the foreground until Ctrl-C (or
 `serve --stop` from another shell); the address file goes with it.
+
+Who can submit work to it: without --tls, anyone who can reach its ports on
+this machine (any local user); with --tls, only who holds a certificate signed
+by its CA (tls.py). No dashboard or other HTTP port unless --dashboard.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ..core import atomic
 from ..core.errors import BuildError
-from ..graph import executor
+from ..graph import executor, tls
 from ..graph.worker import describe
 from .output import console
 from .workspace import project_of
@@ -57,6 +62,34 @@ def _worker_identity() -> dict:
     return {"pid": os.getpid(), "runs": describe(identity("codegen", ()))}
 
 
+def _tls_files(project) -> tls.TlsFiles:
+    """The project's executor certificates, else a fresh self-signed one for this serve."""
+    files = tls.configured(project.root)
+    if files is None:
+        files = tls.generate(project.build_dir / ".executor-tls")
+        console.print(f"made a self-signed certificate for this serve in {Path(files.key).parent} "
+                      "(the key readable by you only)")
+    return files
+
+
+def _cluster_options(args, files) -> dict:
+    """LocalCluster's arguments: on 127.0.0.1; TLS with certificates when ``files``; the
+    scheduler's HTTP server (dashboard) only with --dashboard, the workers' never."""
+    options = dict(n_workers=args.workers, threads_per_worker=1, processes=True,
+                   host="127.0.0.1", scheduler_port=args.port,
+                   preload=["modelbuild.graph.warm_worker", "modelbuild.graph.no_http"])
+    if args.dashboard is None:
+        # Dask opens the scheduler's HTTP server anyway: on a free port (not 8787), closed
+        # at once by the preload
+        options.update(dashboard_address=None, scheduler_kwargs={
+            "dashboard_address": "127.0.0.1:0", "preload": ["modelbuild.graph.no_http"]})
+    else:
+        options.update(dashboard_address=f"127.0.0.1:{args.dashboard}")
+    if files is not None:
+        options.update(protocol="tls://", security=files.security())
+    return options
+
+
 def run(args) -> int:
     project = project_of(args)
     if args.stop:
@@ -81,22 +114,25 @@ def run(args) -> int:
         "distributed.admin.system-monitor.interval": "5s",
         "distributed.worker.daemon": False,
     })
+    files = _tls_files(project) if args.tls else None
     console.print(f"starting {args.workers} worker(s); each imports TVM once ...")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     path = executor.address_file(project)
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", scheduler_port=args.port, dashboard_address=None,
-                      preload=["modelbuild.graph.warm_worker"]) as cluster, \
+    with LocalCluster(**_cluster_options(args, files)) as cluster, \
             Client(cluster, set_as_default=False) as client:
         workers = client.run(_worker_identity)
-        atomic.write_text(path, json.dumps({"address": cluster.scheduler_address,
-                                            "pid": os.getpid(), "workers": workers}, indent=1))
+        info = {"address": cluster.scheduler_address, "pid": os.getpid(), "workers": workers}
+        if files is not None:
+            info["tls"] = files.as_dict()
+        atomic.write_text(path, json.dumps(info, indent=1))
         try:
             console.print(f"serving {project.root} at {cluster.scheduler_address} "
                           f"({len(workers)} warm worker(s)); builds of this project now run "
                           "lower and codegen there. Ctrl-C to stop.")
+            if args.dashboard is not None:
+                console.print(f"dashboard: {cluster.dashboard_link}")
             sys.stdout.flush()
             while not stop.wait(1.0):
                 pass

@@ -20,7 +20,7 @@ from . import toml
 from .errors import BuildError
 
 KNOWN = ("cache-dir", "targets", "remote-cache", "remote-cache-mode", "remote-cache-timeout",
-         "executor")
+         "executor", "executor-tls-ca", "executor-tls-cert", "executor-tls-key")
 
 
 def read(root: Path) -> dict:

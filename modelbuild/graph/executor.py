@@ -2,6 +2,7 @@
 
     python -m modelbuild serve              # warm local workers; writes build/.executor.json
     [tool.modelbuild] executor = "tcp://host:8786"     # or $MODELBUILD_EXECUTOR: a cluster
+    executor = "tls://host:8786" with executor-tls-ca/-cert/-key   # certificates: tls.py
 
 With an executor, a step's action sends its inputs as bytes (the workload or
 lowered TIR, the record and its helper modules, the target as this process
@@ -25,6 +26,8 @@ from urllib.parse import urlsplit
 from ..core import settings
 from ..core.errors import BuildError
 from ..core.layout import Project
+from .tls import TlsFiles
+from .tls import configured as tls_configured
 
 ENV = "MODELBUILD_EXECUTOR"
 CONNECT_TIMEOUT = 10.0
@@ -57,22 +60,41 @@ def served(project: Project) -> dict | None:
 
 def configured(project: Project) -> "Executor | None":
     """The executor the project's builds use: $MODELBUILD_EXECUTOR, else ``executor`` in
-    pyproject.toml (both must answer), else a running `serve` of the project, else None
-    (steps run in the doit process)."""
+    pyproject.toml (both must answer; a tls:// one with the project's certificates), else
+    a running `serve` of the project (with the certificates it wrote), else None (steps
+    run in the doit process)."""
     address = os.environ.get(ENV) or settings.read(project.root).get("executor")
     if address:
         address = str(address)
         if "://" not in address:
             address = f"tcp://{address}"
+        files = _checked_tls(address, tls_configured(project.root))
         if not reachable(address):
             raise BuildError(f"the executor {address} does not answer",
                              hint=f"start the scheduler, or unset {ENV} / `executor` in "
                                   "pyproject.toml to build in this process")
-        return Executor(address)
+        return Executor(address, files)
     info = served(project)
     if info is not None and reachable(info["address"]):
-        return Executor(info["address"])
+        tls = info.get("tls")
+        files = TlsFiles(**tls) if isinstance(tls, dict) else None
+        return Executor(info["address"], _checked_tls(info["address"], files))
     return None
+
+
+def _checked_tls(address: str, files: TlsFiles | None) -> TlsFiles | None:
+    """``files`` when they fit ``address``: a tls:// address needs certificates, and
+    certificates need a tls:// address (Dask would send them nowhere, or refuse)."""
+    tls = address.startswith("tls://")
+    if tls and files is None:
+        raise BuildError(f"the executor {address} needs certificates",
+                         hint="set executor-tls-ca, executor-tls-cert and executor-tls-key in "
+                              "[tool.modelbuild] (or MODELBUILD_EXECUTOR_TLS_CA, _CERT, _KEY)")
+    if files is not None and not tls:
+        raise BuildError(f"executor certificates are set but the executor {address} is not "
+                         "tls://", hint=f"use tls://{address.split('://', 1)[1]}, or unset "
+                                        "executor-tls-ca, -cert and -key")
+    return files
 
 
 @dataclass
@@ -81,14 +103,15 @@ class Executor:
     its workers: a client does not survive a fork, so each process makes its own)."""
 
     address: str
+    tls: TlsFiles | None = None  # the certificates of a tls:// address
     _clients: dict = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __getstate__(self):
-        return {"address": self.address}
+        return {"address": self.address, "tls": self.tls}
 
     def __setstate__(self, state):
-        self.__init__(state["address"])
+        self.__init__(state["address"], state["tls"])
 
     def client(self):
         pid = os.getpid()
@@ -99,9 +122,10 @@ class Executor:
                 except ImportError:
                     raise BuildError("building on an executor needs dask's distributed",
                                      hint="python -m pip install 'modelbuild[cluster]'") from None
+                security = self.tls.security() if self.tls is not None else None
                 try:
                     self._clients[pid] = Client(self.address, timeout=CONNECT_TIMEOUT,
-                                                set_as_default=False)
+                                                set_as_default=False, security=security)
                 except OSError as err:
                     raise BuildError(f"cannot connect to the executor {self.address}: {err}",
                                      hint="is `python -m modelbuild serve` (or the scheduler) "

@@ -1,0 +1,168 @@
+"""Who can talk to `python -m modelbuild serve` (a real LocalCluster on 127.0.0.1):
+with --tls only a holder of its certificate, byte-identical objects all the same;
+no dashboard or other HTTP port unless --dashboard."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import DoitRun, sha256
+
+CONNECT = 5  # seconds a refused client tries
+
+
+class Serve:
+    """`serve ARGS` in the project, started and waited for; stop() ends its process group."""
+
+    def __init__(self, project, *args: str, env: dict | None = None):
+        self.file = project.root / "build" / ".executor.json"
+        self.log = project.root / "serve.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "modelbuild", "serve", "--workers", "1", *args],
+            cwd=project.root, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+            start_new_session=True, env=env)
+        deadline = time.monotonic() + 180
+        while not self.file.is_file():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.2)
+        self.info = json.loads(self.file.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def listening(self) -> set[tuple[str, int]]:
+        """Every (host, port) the serve's processes listen on."""
+        procs = [psutil.Process(self.proc.pid)]
+        procs += procs[0].children(recursive=True)
+        return {(c.laddr.ip, c.laddr.port) for p in procs for c in p.net_connections("inet")
+                if c.status == psutil.CONN_LISTEN}
+
+
+@pytest.fixture
+def serve():
+    started = []
+
+    def start(project, *args, **kw) -> Serve:
+        started.append(Serve(project, *args, **kw))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def _forget_compiled(project) -> None:
+    """Keep partition; drop every lowered file, object, the library and the cache."""
+    for sub in ("lowered", "objects"):
+        shutil.rmtree(project.root / "build" / "tiny" / sub, ignore_errors=True)
+    project.library("tiny").unlink(missing_ok=True)
+    shutil.rmtree(project.root / "build" / ".cache", ignore_errors=True)
+
+
+def _connects(address: str, security=None) -> bool:
+    """Whether a Dask client gets through to the scheduler at ``address`` and its worker
+    answers."""
+    from distributed import Client
+
+    try:
+        with Client(address, timeout=CONNECT, security=security, set_as_default=False) as c:
+            return c.run(os.getpid) != {}
+    except Exception:  # noqa: BLE001 - refused, in whichever way Dask says it
+        return False
+
+
+def test_a_tls_serve_builds_the_local_objects_and_refuses_clients_without_its_certificate(
+        tiny_copy, serve):
+    from distributed.security import Security
+
+    from modelbuild.graph.tls import TlsFiles
+
+    local_objects, local_lib = tiny_copy.objects("tiny"), sha256(tiny_copy.library("tiny"))
+    _forget_compiled(tiny_copy)
+    served = serve(tiny_copy, "--tls")
+    address = served.info["address"]
+    assert address.startswith("tls://127.0.0.1:"), served.info
+    folder = tiny_copy.root / "build" / ".executor-tls"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "key.pem").stat().st_mode) == 0o600
+
+    run = DoitRun(subprocess.run([sys.executable, "-m", "doit", "build:tiny"],
+                                 cwd=tiny_copy.root, capture_output=True, text=True))
+    assert run.returncode == 0, run.output
+    assert run.ran_kind("lower") and run.ran_kind("codegen"), run.output
+    assert tiny_copy.objects("tiny") == local_objects
+    assert sha256(tiny_copy.library("tiny")) == local_lib
+
+    files = TlsFiles(**served.info["tls"])
+    assert _connects(address, files.security())  # the certificate's holder gets in
+    assert not _connects(address)  # no certificate
+    # trusting the serve's CA but showing a certificate it did not sign: the serve refuses
+    other = Security.temporary()
+    stranger = Security(require_encryption=True, tls_ca_file=files.ca,
+                        tls_client_cert=other.tls_client_cert, tls_client_key=other.tls_client_key)
+    assert not _connects(address, stranger)
+    assert not _connects(address.replace("tls://", "tcp://"))  # plain TCP
+    for host, _ in served.listening():
+        assert host == "127.0.0.1"
+
+
+def test_a_tls_executor_without_certificates_is_one_clear_line(tiny_copy, tmp_path):
+    env = {**os.environ, "MODELBUILD_EXECUTOR": "tls://127.0.0.1:9"}
+    run = DoitRun(subprocess.run([sys.executable, "-m", "doit", "build:tiny"], env=env,
+                                 cwd=tiny_copy.root, capture_output=True, text=True))
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "the executor tls://127.0.0.1:9 needs certificates" in run.output
+    assert "executor-tls-ca" in run.output
+
+    env["MODELBUILD_EXECUTOR_TLS_CA"] = str(tmp_path / "ca.pem")
+    half = DoitRun(subprocess.run([sys.executable, "-m", "doit", "build:tiny"], env=env,
+                                  cwd=tiny_copy.root, capture_output=True, text=True))
+    assert half.returncode != 0 and "Traceback" not in half.output
+    assert "needs executor-tls-cert, executor-tls-key too" in half.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_opens_no_dashboard_unless_asked(tiny_project, serve):
+    from distributed import Client
+
+    plain = serve(tiny_project)
+    with Client(plain.info["address"], timeout=CONNECT, set_as_default=False) as client:
+        info = client.scheduler_info()
+    assert info["services"] == {}
+    assert [w["services"] for w in info["workers"].values()] == [{}]
+    # the scheduler, and the worker and its nanny: nothing else listens
+    assert len(plain.listening()) == 3, plain.listening()
+    plain.stop()
+
+    port = _free_port()
+    asked = serve(tiny_project, "--dashboard", str(port))
+    with Client(asked.info["address"], timeout=CONNECT, set_as_default=False) as client:
+        assert client.scheduler_info()["services"] == {"dashboard": port}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as answer:
+        assert answer.read() == b"ok"
+    assert f"dashboard: http://127.0.0.1:{port}/status" in Path(asked.log).read_text()
+    assert ("127.0.0.1", port) in asked.listening()
