@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import DoitRun, sha256
+from test_executor import DOIT_REPORTING_TVM
 
 CONNECT = 5  # seconds a refused client tries
 
@@ -70,6 +71,12 @@ def serve():
         s.stop()
 
 
+def _build(project, env=None) -> DoitRun:
+    """`doit build:tiny`, reporting whether its process imported TVM."""
+    return DoitRun(subprocess.run([sys.executable, "-c", DOIT_REPORTING_TVM, "build:tiny"],
+                                  cwd=project.root, capture_output=True, text=True, env=env))
+
+
 def _forget_compiled(project) -> None:
     """Keep partition; drop every lowered file, object, the library and the cache."""
     for sub in ("lowered", "objects"):
@@ -105,10 +112,10 @@ def test_a_tls_serve_builds_the_local_objects_and_refuses_clients_without_its_ce
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "key.pem").stat().st_mode) == 0o600
 
-    run = DoitRun(subprocess.run([sys.executable, "-m", "doit", "build:tiny"],
-                                 cwd=tiny_copy.root, capture_output=True, text=True))
+    run = _build(tiny_copy)
     assert run.returncode == 0, run.output
     assert run.ran_kind("lower") and run.ran_kind("codegen"), run.output
+    assert "tvm imported: False" in run.stderr, run.output  # they ran on the workers
     assert tiny_copy.objects("tiny") == local_objects
     assert sha256(tiny_copy.library("tiny")) == local_lib
 
@@ -166,3 +173,65 @@ def test_serve_opens_no_dashboard_unless_asked(tiny_project, serve):
         assert answer.read() == b"ok"
     assert f"dashboard: http://127.0.0.1:{port}/status" in Path(asked.log).read_text()
     assert ("127.0.0.1", port) in asked.listening()
+
+
+CERTIFICATES = """
+openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=modelbuild-ca -keyout ca-key.pem -out ca.pem
+for who in cluster me; do
+  openssl req -newkey rsa:2048 -nodes -subj /CN=$who -keyout $who-key.pem -out $who.csr
+  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 30 -out $who.pem
+done
+chmod 600 *-key.pem
+"""
+
+
+def _until_a_worker(address: str, security) -> None:
+    from distributed import Client
+
+    with Client(address, timeout=60, security=security, set_as_default=False) as client:
+        client.wait_for_workers(1, timeout=180)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_copy):
+    from modelbuild.graph.tls import TlsFiles
+
+    certs = tiny_copy.root / "certs"
+    certs.mkdir()
+    subprocess.run(["sh", "-ec", CERTIFICATES], cwd=certs, check=True, capture_output=True)
+    port = _free_port()
+    address = f"tls://127.0.0.1:{port}"
+    tls = ["--tls-ca-file", "ca.pem", "--tls-cert", "cluster.pem", "--tls-key", "cluster-key.pem"]
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"}
+    dask = str(Path(sys.executable).with_name("dask"))
+    procs = [subprocess.Popen(
+        [dask, "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port",
+         str(port), "--dashboard-address", "127.0.0.1:0", "--preload", "modelbuild.graph.no_http",
+         *tls], cwd=certs, env=env, start_new_session=True,
+        stdout=open(certs / "scheduler.log", "wb"), stderr=subprocess.STDOUT)]  # noqa: SIM115
+    try:
+        procs.append(subprocess.Popen(
+            [dask, "worker", address, "--nthreads", "1", "--no-nanny", "--host",
+             "127.0.0.1", "--preload", "modelbuild.graph.warm_worker", *tls],
+            cwd=certs, env=env, start_new_session=True,
+            stdout=open(certs / "worker.log", "wb"), stderr=subprocess.STDOUT))  # noqa: SIM115
+        mine = TlsFiles(str(certs / "ca.pem"), str(certs / "me.pem"), str(certs / "me-key.pem"))
+        _until_a_worker(address, mine.security())
+        local_objects = tiny_copy.objects("tiny")
+        _forget_compiled(tiny_copy)
+        (tiny_copy.root / "pyproject.toml").write_text(
+            f'[tool.modelbuild]\nexecutor = "{address}"\nexecutor-tls-ca = "certs/ca.pem"\n'
+            'executor-tls-cert = "certs/me.pem"\nexecutor-tls-key = "certs/me-key.pem"\n')
+        run = _build(tiny_copy)
+        assert run.returncode == 0, run.output
+        assert run.ran_kind("codegen") and "tvm imported: False" in run.stderr, run.output
+        assert tiny_copy.objects("tiny") == local_objects
+        assert not _connects(address.replace("tls://", "tcp://"))
+    finally:
+        for proc in reversed(procs):
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -122,8 +122,8 @@ class Executor:
                 except ImportError:
                     raise BuildError("building on an executor needs dask's distributed",
                                      hint="python -m pip install 'modelbuild[cluster]'") from None
-                security = self.tls.security() if self.tls is not None else None
-                try:
+                try:  # a certificate that cannot be read is an OSError too
+                    security = self.tls.security() if self.tls is not None else None
                     self._clients[pid] = Client(self.address, timeout=CONNECT_TIMEOUT,
                                                 set_as_default=False, security=security)
                 except OSError as err:
