@@ -227,6 +227,22 @@ def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_co
         assert run.ran_kind("codegen") and "tvm imported: False" in run.stderr, run.output
         assert tiny_copy.objects("tiny") == local_objects
         assert not _connects(address.replace("tls://", "tcp://"))
+
+        # a certificate the cluster's CA did not sign: one line naming it, nothing stored
+        from distributed.security import Security
+
+        stranger = Security.temporary()
+        (certs / "stranger.pem").write_text(stranger.tls_client_cert)
+        (certs / "stranger-key.pem").write_text(stranger.tls_client_key)
+        _forget_compiled(tiny_copy)
+        env = {**os.environ, "MODELBUILD_EXECUTOR_TLS_CERT": "certs/stranger.pem",
+               "MODELBUILD_EXECUTOR_TLS_KEY": "certs/stranger-key.pem"}
+        refused = _build(tiny_copy, env)
+        assert refused.returncode != 0 and "Traceback" not in refused.output, refused.output
+        assert f"cannot connect to the executor {address}" in refused.output
+        assert str(certs / "stranger.pem") in refused.output
+        assert not (tiny_copy.root / "build" / "tiny" / "objects").is_dir() or not list(
+            (tiny_copy.root / "build" / "tiny" / "objects").glob("*.o"))
     finally:
         for proc in reversed(procs):
             os.killpg(proc.pid, signal.SIGTERM)

@@ -129,7 +129,8 @@ class Executor:
                 except OSError as err:
                     raise BuildError(f"cannot connect to the executor {self.address}: {err}",
                                      hint="is `python -m modelbuild serve` (or the scheduler) "
-                                          "running?") from None
+                                          "running?" + (" Does it accept this certificate "
+                                          f"({self.tls.cert})?" if self.tls else "")) from None
             return self._clients[pid]
 
     def run(self, task: str, step: str, expected: dict, args: dict) -> bytes:

@@ -75,7 +75,7 @@ def configured(root: Path, environ=os.environ) -> TlsFiles | None:
                               f"[tool.modelbuild] (or {ENV}CA, _CERT and _KEY)")
     paths = {}
     for part, value in found.items():
-        path = root / Path(str(value)).expanduser()
+        path = (root / Path(str(value)).expanduser()).absolute()
         if not path.is_file():
             raise BuildError(f"executor-tls-{part}: no such file {path}",
                              hint=f"set it in [tool.modelbuild] or {ENV}{part.upper()}")
@@ -95,6 +95,7 @@ def generate(folder: Path) -> TlsFiles:
         raise BuildError("serve --tls needs the `cryptography` package to make a certificate",
                          hint="python -m pip install cryptography, or set executor-tls-ca, "
                               "-cert and -key in [tool.modelbuild]") from None
+    folder = folder.absolute()
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, mode=0o700)
     os.chmod(folder, 0o700)
