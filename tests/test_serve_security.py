@@ -163,6 +163,7 @@ def test_serve_opens_no_dashboard_unless_asked(tiny_project, serve):
     assert [w["services"] for w in info["workers"].values()] == [{}]
     # the scheduler, and the worker and its nanny: nothing else listens
     assert len(plain.listening()) == 3, plain.listening()
+    assert "no TLS: any user of this machine can submit work to it" in plain.log.read_text()
     plain.stop()
 
     port = _free_port()
@@ -171,7 +172,8 @@ def test_serve_opens_no_dashboard_unless_asked(tiny_project, serve):
         assert client.scheduler_info()["services"] == {"dashboard": port}
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as answer:
         assert answer.read() == b"ok"
-    assert f"dashboard: http://127.0.0.1:{port}/status" in Path(asked.log).read_text()
+    assert f"HTTP, any local user can read it): http://127.0.0.1:{port}/status" in \
+        asked.log.read_text()
     assert ("127.0.0.1", port) in asked.listening()
 
 

@@ -90,6 +90,19 @@ def _cluster_options(args, files) -> dict:
     return options
 
 
+def _announce(project, cluster, workers: int, files, dashboard) -> None:
+    console.print(f"serving {project.root} at {cluster.scheduler_address} ({workers} warm "
+                  "worker(s)); builds of this project now run lower and codegen there. "
+                  "Ctrl-C to stop.")
+    if files is None:
+        console.print("no TLS: any user of this machine can submit work to it, which runs "
+                      "as you; `serve --tls` asks a certificate of every client")
+    if dashboard is not None:
+        console.print("dashboard (plain HTTP, any local user can read it): "
+                      f"{cluster.dashboard_link}")
+    sys.stdout.flush()
+
+
 def run(args) -> int:
     project = project_of(args)
     if args.stop:
@@ -123,17 +136,12 @@ def run(args) -> int:
     with LocalCluster(**_cluster_options(args, files)) as cluster, \
             Client(cluster, set_as_default=False) as client:
         workers = client.run(_worker_identity)
+        _announce(project, cluster, len(workers), files, args.dashboard)
         info = {"address": cluster.scheduler_address, "pid": os.getpid(), "workers": workers}
         if files is not None:
             info["tls"] = files.as_dict()
-        atomic.write_text(path, json.dumps(info, indent=1))
-        try:
-            console.print(f"serving {project.root} at {cluster.scheduler_address} "
-                          f"({len(workers)} warm worker(s)); builds of this project now run "
-                          "lower and codegen there. Ctrl-C to stop.")
-            if args.dashboard is not None:
-                console.print(f"dashboard: {cluster.dashboard_link}")
-            sys.stdout.flush()
+        try:  # the address file last: who waits for it finds everything said
+            atomic.write_text(path, json.dumps(info, indent=1))
             while not stop.wait(1.0):
                 pass
         finally:
