@@ -187,11 +187,13 @@ chmod 600 *-key.pem
 """
 
 
-def _until_a_worker(address: str, security) -> None:
+def _until_a_worker(address: str, security) -> dict:
+    """The scheduler's info once a worker joined it."""
     from distributed import Client
 
     with Client(address, timeout=60, security=security, set_as_default=False) as client:
         client.wait_for_workers(1, timeout=180)
+        return client.scheduler_info()
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
@@ -214,11 +216,15 @@ def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_co
     try:
         procs.append(subprocess.Popen(
             [dask, "worker", address, "--nthreads", "1", "--no-nanny", "--host",
-             "127.0.0.1", "--preload", "modelbuild.graph.warm_worker", *tls],
+             "127.0.0.1", "--preload", "modelbuild.graph.warm_worker",
+             "--preload", "modelbuild.graph.no_http", *tls],
             cwd=certs, env=env, start_new_session=True,
             stdout=open(certs / "worker.log", "wb"), stderr=subprocess.STDOUT))  # noqa: SIM115
         mine = TlsFiles(str(certs / "ca.pem"), str(certs / "me.pem"), str(certs / "me-key.pem"))
-        _until_a_worker(address, mine.security())
+        info = _until_a_worker(address, mine.security())
+        # the no_http preload closed the HTTP servers of the scheduler and the worker
+        assert info["services"] == {}
+        assert [w["services"] for w in info["workers"].values()] == [{}]
         local_objects = tiny_copy.objects("tiny")
         _forget_compiled(tiny_copy)
         (tiny_copy.root / "pyproject.toml").write_text(
