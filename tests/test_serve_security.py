@@ -163,6 +163,7 @@ def test_serve_opens_no_dashboard_unless_asked(tiny_project, serve):
     assert [w["services"] for w in info["workers"].values()] == [{}]
     # the scheduler, and the worker and its nanny: nothing else listens
     assert len(plain.listening()) == 3, plain.listening()
+    assert {host for host, _ in plain.listening()} == {"127.0.0.1"}
     assert "no TLS: any user of this machine can submit work to it" in plain.log.read_text()
     plain.stop()
 
