@@ -260,3 +260,22 @@ def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_co
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_serve_tls_uses_the_projects_certificates(tiny_project, serve):
+    from modelbuild.graph.tls import TlsFiles
+
+    certs = tiny_project.root / "certs"
+    certs.mkdir()
+    subprocess.run(["sh", "-ec", CERTIFICATES], cwd=certs, check=True, capture_output=True)
+    (tiny_project.root / "pyproject.toml").write_text(
+        '[tool.modelbuild]\nexecutor-tls-ca = "certs/ca.pem"\n'
+        'executor-tls-cert = "certs/cluster.pem"\nexecutor-tls-key = "certs/cluster-key.pem"\n')
+    served = serve(tiny_project, "--tls")
+    assert served.info["address"].startswith("tls://127.0.0.1:")
+    assert served.info["tls"]["cert"] == str(certs / "cluster.pem")
+    assert not (tiny_project.root / "build" / ".executor-tls").exists()
+    # another certificate of the same CA gets in; a stranger's does not (the other test)
+    me = TlsFiles(str(certs / "ca.pem"), str(certs / "me.pem"), str(certs / "me-key.pem"))
+    assert _connects(served.info["address"], me.security())
