@@ -77,7 +77,8 @@ def configured(project: Project) -> "Executor | None":
     info = served(project)
     if info is not None and reachable(info["address"]):
         tls = info.get("tls")
-        files = TlsFiles(**tls) if isinstance(tls, dict) else None
+        whole = isinstance(tls, dict) and sorted(tls) == ["ca", "cert", "key"]
+        files = TlsFiles(**tls) if whole else None
         return Executor(info["address"], _checked_tls(info["address"], files))
     return None
 
