@@ -37,7 +37,7 @@ from ..schedules.active import PYTHON, active
 from ..steps import codegen, link, lower, partition
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import bench_task, code, environment, fingerprint, worker
+from . import bench_task, code, environment, fingerprint, link_check, worker
 from . import executor as executor_mod
 from .actions import invalid, step
 from .cache import Cache
@@ -127,17 +127,19 @@ def _subtask(basename: str, name: str, **fields) -> Task:
     return task
 
 
-def _remove_outputs(paths, task=None) -> None:
-    """doit clean: remove a step's outputs and their stamps (the cache keeps its copy)."""
-    for target in paths if paths is not None else task.targets:
+def _remove_outputs(paths, owner: str = "") -> None:
+    """doit clean: remove a step's outputs and their stamps (the cache keeps its copy).
+    (Not named ``task``: doit passes its task to a parameter of that name, and refuses
+    one with a default.)"""
+    for target in paths:
         for path in (Path(target), fingerprint.stamp_path(Path(target))):
             if path.is_file():
-                print(f"{task.name if task else ''} - removing file '{path}'")
+                print(f"{owner} - removing file '{path}'")
                 path.unlink()
 
 
 def _clean_with_stamp(task) -> None:
-    _remove_outputs(None, task)
+    _remove_outputs(task.targets, task.name)
 
 
 def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tuple[str, ...]:
@@ -305,10 +307,10 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             "link", model,
             doc=f"link {layout.library}",
             actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
-                     (fingerprint.write_stamp, [layout.library, link_config, None])],
+                     (link_check.record, [layout.library, link_config])],
             file_dep=[str(p) for p in [*objects, *graph]],
             targets=[str(layout.library)],
-            uptodate=[config_changed(link_config)],
+            uptodate=[config_changed(link_config), link_check.LibraryIntact(layout.library)],
             clean=[_clean_with_stamp],
         )
 
@@ -318,7 +320,7 @@ def link_placeholder(ctx: Context, model: str) -> Task:
     layout = ctx.project.model(model)
     loader = DelayedLoader(functools.partial(unit_tasks, ctx, model), executed=f"partition:{model}")
     task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)",
-                clean=[(_remove_outputs, [[str(layout.library)]])])
+                clean=[(_remove_outputs, [[str(layout.library)], f"link:{model}"])])
     task.subtask_of = "link"
     return task
 
@@ -431,8 +433,12 @@ class BuildGraph:
         """Link a model's objects and graph into build/<model>/<model>.so."""
         ctx = self.context
         yield group("link", [f"link:{m}" for m in ctx.models])
+        cleaning = self.requested[:1] == ["clean"]  # the real task: clean follows its inputs
         for m in ctx.models:
-            yield link_placeholder(ctx, m)
+            if cleaning and manifest_mod.read(ctx.project.model(m).manifest) is not None:
+                yield from unit_tasks(ctx, m, kinds=("link",))
+            else:
+                yield link_placeholder(ctx, m)
 
     def task_build(self):
         """Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>]."""
