@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from doit.loader import create_after
@@ -37,7 +37,7 @@ from ..schedules.active import PYTHON, active
 from ..steps import codegen, link, lower, partition
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import bench_task, code, environment, fingerprint, link_check, worker
+from . import bench_task, code, environment, fingerprint, link_check, model_errors, worker
 from . import executor as executor_mod
 from .actions import invalid, step
 from .cache import Cache
@@ -69,6 +69,7 @@ class Context:
     target: TargetSpec
     cache: Cache  # the artifact cache every step uses (one remote connection per process)
     executor: Executor | None = None  # where lower and codegen run (None: in this process)
+    refused: dict = field(default_factory=dict)  # models/ declarations refused: name -> error
 
     @functools.cached_property
     def config(self) -> dict:
@@ -103,9 +104,9 @@ def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Con
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
-    return Context(project, models.discover(project.models_dir),
-                   registry.resolve(target, mcpu=mcpu), Cache.of(project),
-                   executor_mod.configured(project))
+    found, refused = models.discover_all(project.models_dir)
+    return Context(project, found, registry.resolve(target, mcpu=mcpu), Cache.of(project),
+                   executor_mod.configured(project), refused)
 
 
 def _compiler_or_none() -> str:
@@ -353,6 +354,8 @@ def group(basename: str, task_dep=()) -> dict:
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
     """Name an unknown model or workload clearly, instead of doit's generic 'invalid parameter'
     (or, for a workload's task, silently running nothing)."""
+    if (err := model_errors.check(requested, ctx.refused, basenames)) is not None:
+        raise invalid(str(err))
     for arg in requested:
         base, sep, rest = arg.partition(":")
         if not sep or base not in basenames or arg.startswith("-"):
@@ -407,6 +410,7 @@ class BuildGraph:
         """Import a model, fuse it into workloads (one TIR file each), build its graph."""
         ctx = self.context
         check_requested(self.requested, ctx)
+        model_errors.warn(self.requested, ctx.refused)
         yield group("partition", [f"partition:{m}" for m in ctx.models])
         for spec in ctx.models.values():
             yield partition_task(ctx, spec)
