@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from conftest import (assert_close, make_project, onnx_output, run_library, tiny_conv_workload)
+from conftest import assert_close, make_project, onnx_output, run_library
 from onnx import TensorProto, helper, numpy_helper
 from onnx_models import tiny_model
 
@@ -74,15 +74,17 @@ def test_an_onnx_file_beside_a_toml_naming_another_is_refused(tmp_path):
         models.discover(tmp_path)
 
 
-def test_sweep_refuses_a_name_that_leaves_build(tiny_copy):
-    workload = tiny_conv_workload(tiny_copy)
-    for name in ("../../x", "/tmp/x", "a/b", ".."):
+def test_sweep_refuses_a_name_that_leaves_build(tiny_copy, tiny_variants):
+    from test_sweep import add_variants
+
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    for name in ("../../../../x", "/tmp/h5-sweep-x", "a/b", ".."):
         proc = subprocess.run([sys.executable, "-m", "modelbuild", "sweep", "tiny", "--workload",
-                               workload, "--name", name], cwd=tiny_copy.root,
-                              capture_output=True, text=True)
+                               workload, "--name", name, "--runs", "1", "--warmup", "0"],
+                              cwd=tiny_copy.root, capture_output=True, text=True)
         assert proc.returncode != 0 and "--name" in proc.stderr + proc.stdout, proc
         assert "Traceback" not in proc.stderr
-    assert not (tiny_copy.root / "x.json").exists()
     assert not (tiny_copy.root.parent / "x.json").exists()
     assert not (tiny_copy.root / "build" / "tiny" / "sweeps").exists()
 
