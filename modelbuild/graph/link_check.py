@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core import atomic, filecheck
 from ..core.digest import file_digest
-from . import fingerprint
+from . import doit_state, fingerprint
 
 
 def record(library: Path, config: dict) -> None:
@@ -72,7 +72,8 @@ def relinks_after_restore(db: Path, layout, payload: bytes, graph_objects) -> bo
     files = msgpack.unpackb(payload)
     rels = [str((layout.graph_dir / name).relative_to(layout.partition_dir))
             for name in graph_objects]
-    if not db.is_file() or not all(isinstance(files.get(rel), bytes) for rel in rels):
+    if (not db.is_file() or doit_state.problem(db) is not None
+            or not all(isinstance(files.get(rel), bytes) for rel in rels)):
         return True
     dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
     try:

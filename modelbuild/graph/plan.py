@@ -20,7 +20,7 @@ from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
 from ..schedules.active import active
-from . import environment, fingerprint, link_check
+from . import doit_state, environment, fingerprint, link_check
 from .cached_step import CURRENT, RESTORE, RUN
 from .cache import REMOTE
 from .partition_output import MANIFEST, PartitionOutput
@@ -169,7 +169,7 @@ def _doit_status(project: Project, task):
     from doit.dependency import Dependency, MD5Checker, SqliteDB
 
     db = project.build_dir / ".doit.db"
-    if not db.is_file():
+    if not db.is_file() or doit_state.problem(db) is not None:  # the build sets it aside
         return None
     dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
     try:
