@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 from rich import box
@@ -325,9 +326,22 @@ def parse_variants(text: str | None) -> list | None:
     return list(dict.fromkeys(out))
 
 
+_SWEEP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]*$")
+
+
+def check_sweep_name(name: str) -> None:
+    """A sweep's name is a file name in build/<model>/sweeps/: nothing that leaves it."""
+    if not _SWEEP_NAME.match(name) or ".." in name:
+        raise BuildError(f"--name {name!r} is not a plain file name: the sweep's results go to "
+                         "build/<model>/sweeps/<name>.json",
+                         hint="use letters, digits and '_', '.', '+', '=', '-' (no '/' or '..')")
+
+
 def run(args) -> int:
     """`python -m modelbuild sweep`; with --json, the result is printed as JSON on stdout and
     everything else goes to stderr."""
+    if args.name is not None:
+        check_sweep_name(args.name)
     project = project_of(args)
     choice = choice_of(args)
     choice.resolve()

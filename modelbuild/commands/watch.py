@@ -31,7 +31,7 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     files it names (an ONNX file outside models/ too), and its records."""
     paths = list(project.models_dir.glob(f"{model}.*"))
     try:
-        spec = models.discover(project.models_dir).get(model)
+        spec = models.discover_all(project.models_dir)[0].get(model)
     except BuildError:
         spec = None  # a broken declaration: the build says what is wrong
     if spec is not None:

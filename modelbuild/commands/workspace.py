@@ -24,7 +24,9 @@ from .output import errors
 
 
 def model_layout(project: Project, model: str) -> ModelLayout:
-    found = models.discover(project.models_dir)
+    found, refused = models.discover_all(project.models_dir)
+    if model in refused:
+        raise refused[model]
     if model not in found:
         known = ", ".join(found) or "(none)"
         raise BuildError(f"unknown model '{model}'. Known models: {known}.",
@@ -75,7 +77,7 @@ def partitioned(project: Project, model: str,
     from ..graph.tasks import Context, partition_current
 
     layout = model_layout(project, model)
-    ctx = Context(project, models.discover(project.models_dir), choice.resolve(),
+    ctx = Context(project, models.discover_all(project.models_dir)[0], choice.resolve(),
                   Cache.of(project))
     man = manifest_mod.read(layout.manifest)
     if man is not None and partition_current(ctx, ctx.models[model]):

@@ -65,29 +65,57 @@ def _from_toml(path: Path) -> ModelSpec:
     onnx_path = _resolve_onnx(str(data.get("onnx", f"{path.stem}.onnx")), path)
     inputs = data.get("inputs", {})
     if not isinstance(inputs, dict) or not all(
-        isinstance(v, list) and all(isinstance(d, int) and d > 0 for d in v)
+        isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                    for d in v)
         for v in inputs.values()
     ):
-        raise BuildError("[inputs] must map input names to lists of positive integers",
-                         file=path)
+        raise BuildError("[inputs] must map input names to lists of positive integers or 0 "
+                         "(an empty dimension), e.g. x = [1, 3, 224, 224]", file=path,
+                         hint="fix the [inputs] table; the other models build meanwhile")
     return ModelSpec(path.stem, onnx_path, path, dict(inputs))
 
 
 def discover(models_dir: Path) -> dict[str, ModelSpec]:
-    """All models declared in ``models_dir``, by name, in name order."""
+    """All models declared in ``models_dir``, by name, in name order; raises the first
+    refused declaration's error (``discover_all`` keeps the others usable)."""
+    found, refused = discover_all(models_dir)
+    if refused:
+        raise next(iter(refused.values()))
+    return found
+
+
+def discover_all(models_dir: Path) -> tuple[dict[str, ModelSpec], dict[str, BuildError]]:
+    """(the usable models, the refused declarations: why, by the name they would have)."""
     found: dict[str, ModelSpec] = {}
+    refused: dict[str, BuildError] = {}
     if not models_dir.is_dir():
-        return found
+        return found, refused
     for path in sorted(models_dir.glob("*.toml")):
-        found[path.stem] = _from_toml(path)
+        try:
+            found[path.stem] = _from_toml(path)
+        except BuildError as err:
+            refused[path.stem] = err
     for path in sorted(models_dir.glob("*.onnx")):
+        if path.stem in refused:
+            continue
         if path.stem not in found:
             found[path.stem] = ModelSpec(path.stem, path, path)
-    for name, spec in found.items():
-        if not _NAME.match(name):
-            raise BuildError(f"model name '{name}' may only use letters, digits, '_', '.', '-'",
-                             file=spec.declaration)
-    return dict(sorted(found.items()))
+        elif found[path.stem].onnx_path.resolve() != path.resolve():
+            spec = found.pop(path.stem)
+            refused[path.stem] = BuildError(
+                f"{spec.declaration} declares model '{path.stem}' with onnx = "
+                f"{spec.onnx_path}, so this file beside it would be ignored", file=path,
+                hint=f"delete or rename {path.name} (renamed, it is a model of its own), or "
+                     f"point the .toml at it: onnx = \"{path.name}\"")
+    for name in [n for n in found if not _NAME.match(n)]:
+        refused[name] = BuildError(
+            f"model name '{name}' is not usable: it may only use letters, digits, '_', '.' "
+            "and '-', and not start with '.' or '-'", file=found.pop(name).declaration,
+            hint="rename the file (the model's name is the file's name)")
+    for name in [n for n in refused if not _NAME.match(n)]:
+        if not refused[name].hint:
+            refused[name].hint = "rename the file (the model's name is the file's name)"
+    return dict(sorted(found.items())), dict(sorted(refused.items()))
 
 
 def check_exists(spec: ModelSpec) -> None:

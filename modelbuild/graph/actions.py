@@ -18,10 +18,35 @@ def internal_error(err: BaseException, where: str) -> str:
     """What to print for an exception no check anticipated: what failed, TVM's reason,
     and how to get the whole story."""
     text = f"error: internal error in {where}: {summarize(err)}"
+    if isinstance(err, AssertionError) or not str(err).strip():
+        text += _location(err)
     if os.environ.get(TRACEBACK_ENV):
         return text + "\n" + "".join(traceback.format_exception(err))
     return text + (f"\n  hint: this is a modelbuild bug or an unexpected TVM failure; rerun with "
                    f"{TRACEBACK_ENV}=1 for the traceback, and report it")
+
+
+def _location(err: BaseException) -> str:
+    """Where an exception with no message of its own was raised: file, line, the source."""
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    path = last.filename
+    if "/modelbuild/" in path:
+        path = "modelbuild/" + path.rsplit("/modelbuild/", 1)[1]
+    return f"\n    at {path}:{last.lineno}" + (f": {last.line}" if last.line else "")
+
+
+def _where(fn, args) -> str:
+    """The task a step runs for and the function that failed: "partition:m (partition.run)"."""
+    name = getattr(fn, "__qualname__", str(fn))
+    task = getattr(getattr(fn, "__self__", None), "task", None)
+    if task and args and callable(args[0]):
+        module = getattr(args[0], "__module__", "").rsplit(".", 1)[-1]
+        return f"{task} ({module + '.' if module else ''}{getattr(args[0], '__name__', '')})"
+    module = getattr(fn, "__module__", "") or ""
+    return f"{task} ({name})" if task else f"{module.rsplit('.', 1)[-1]}.{name}".lstrip(".")
 
 
 def step(fn, *args):
@@ -31,7 +56,7 @@ def step(fn, *args):
     except BuildError as err:
         return TaskFailed(str(err))
     except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
-        return TaskFailed(internal_error(err, getattr(fn, "__qualname__", str(fn))))
+        return TaskFailed(internal_error(err, _where(fn, args)))
     return None
 
 

@@ -4,8 +4,9 @@ partition writes many files (a TIR file per workload, the graph's objects);
 the manifest lists each with its size and sha256. The cache stores them
 together, as one msgpack map ``{path relative to the partition folder: bytes}``,
 so that restoring a model's partition is one read. The stamp beside the
-manifest records the manifest's digest, which covers every file's digest.
-No TVM here.
+manifest records the manifest's digest, which covers every file's digest; every file
+is checked against the digest the manifest lists (core/filecheck.py: hashed only when
+its size, mtime or ctime changed since it was last checked). No TVM here.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from dataclasses import dataclass
 
 import msgpack
 
-from ..core import atomic
+from ..core import atomic, filecheck
 from ..core import manifest as manifest_mod
 from ..core.digest import file_digest
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 
 MANIFEST = "manifest.msgpack"
+CHECKED = "outputs.checked"  # beside the manifest: the files last verified (a memo)
 
 
 @dataclass(frozen=True)
@@ -28,18 +30,28 @@ class PartitionOutput:
     layout: ModelLayout
 
     def problems(self) -> list[str]:
-        """What is wrong with the files partition wrote (missing, or not the size it wrote)."""
+        """What is wrong with the files partition wrote: missing, or not the content it
+        wrote (their sha256 differs from the manifest's)."""
         man = manifest_mod.read(self.layout.manifest)
         if man is None:
             return [f"no readable manifest at {self.layout.manifest}"]
+        memo = self.layout.partition_dir / CHECKED
+        checked = filecheck.read_checked(memo)
+        before = dict(checked)
         out = []
-        for rel, size, _ in man.outputs:
+        paths = set()
+        for rel, size, digest in man.outputs:
             path = self.layout.partition_dir / rel
-            try:
-                if path.stat().st_size != size:
-                    out.append(f"output damaged: {path} (its size changed since partition wrote it)")
-            except OSError:
+            paths.add(str(path))
+            ok = filecheck.matches(path, digest, checked)
+            if ok is None:
                 out.append(f"output missing: {path}")
+            elif not ok:
+                out.append(f"output damaged: {path} (its content changed since partition "
+                           "wrote it)")
+        checked = {p: v for p, v in checked.items() if p in paths}
+        if checked != before:
+            filecheck.write_checked(memo, checked)
         return out
 
     def digest(self) -> str | None:

@@ -20,7 +20,7 @@ from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
 from ..schedules.active import active
-from . import environment, fingerprint
+from . import doit_state, environment, fingerprint, link_check
 from .cached_step import CURRENT, RESTORE, RUN
 from .cache import REMOTE
 from .partition_output import MANIFEST, PartitionOutput
@@ -169,7 +169,7 @@ def _doit_status(project: Project, task):
     from doit.dependency import Dependency, MD5Checker, SqliteDB
 
     db = project.build_dir / ".doit.db"
-    if not db.is_file():
+    if not db.is_file() or doit_state.problem(db) is not None:  # the build sets it aside
         return None
     dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
     try:
@@ -318,9 +318,8 @@ def explain(root: Path, model: str, target_name: str | None = None,
         reasons.append(f"upstream output changed ({objects_change} object(s) will change)")
     if partition_runs and not repairs_only:
         reasons.append(f"upstream partition:{model} will run (the graph may change)")
-    if part.action == RESTORE and any(
-            not p.is_file() or file_digest(p) != recorded.get(p)
-            for p in (layout.graph_dir / name for name in man.graph_objects)):
+    if part.action == RESTORE and link_check.relinks_after_restore(
+            project.build_dir / ".doit.db", layout, part.payload, man.graph_objects):
         reasons.append(f"upstream partition:{model} is restored with other graph objects")
     if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
         verdicts.append(Verdict(f"link:{model}", RUN, reasons or ["never built"]))
@@ -334,7 +333,9 @@ def explain(root: Path, model: str, target_name: str | None = None,
         reasons += [r for r in _file_reasons(status) if r not in rewritten]
         if status is not None and status.reasons.get("uptodate_false"):
             old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
-            reasons += config_changes(old, ctx.link_config(), "link") or ["settings changed"]
+            damaged = link_check.problems(layout.library)
+            reasons += damaged + (config_changes(old, ctx.link_config(), "link")
+                                  or ([] if damaged else ["settings changed"]))
     if reasons:
         verdicts.append(Verdict(f"link:{model}", RUN, reasons))
     return verdicts

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from doit.loader import create_after
@@ -37,7 +37,7 @@ from ..schedules.active import PYTHON, active
 from ..steps import codegen, link, lower, partition
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import bench_task, code, environment, fingerprint, worker
+from . import bench_task, code, environment, fingerprint, link_check, model_errors, worker
 from . import executor as executor_mod
 from .actions import invalid, step
 from .cache import Cache
@@ -69,6 +69,7 @@ class Context:
     target: TargetSpec
     cache: Cache  # the artifact cache every step uses (one remote connection per process)
     executor: Executor | None = None  # where lower and codegen run (None: in this process)
+    refused: dict = field(default_factory=dict)  # models/ declarations refused: name -> error
 
     @functools.cached_property
     def config(self) -> dict:
@@ -103,9 +104,9 @@ def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Con
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
-    return Context(project, models.discover(project.models_dir),
-                   registry.resolve(target, mcpu=mcpu), Cache.of(project),
-                   executor_mod.configured(project))
+    found, refused = models.discover_all(project.models_dir)
+    return Context(project, found, registry.resolve(target, mcpu=mcpu), Cache.of(project),
+                   executor_mod.configured(project), refused)
 
 
 def _compiler_or_none() -> str:
@@ -127,17 +128,19 @@ def _subtask(basename: str, name: str, **fields) -> Task:
     return task
 
 
-def _remove_outputs(paths, task=None) -> None:
-    """doit clean: remove a step's outputs and their stamps (the cache keeps its copy)."""
-    for target in paths if paths is not None else task.targets:
+def _remove_outputs(paths, owner: str = "") -> None:
+    """doit clean: remove a step's outputs and their stamps (the cache keeps its copy).
+    (Not named ``task``: doit passes its task to a parameter of that name, and refuses
+    one with a default.)"""
+    for target in paths:
         for path in (Path(target), fingerprint.stamp_path(Path(target))):
             if path.is_file():
-                print(f"{task.name if task else ''} - removing file '{path}'")
+                print(f"{owner} - removing file '{path}'")
                 path.unlink()
 
 
 def _clean_with_stamp(task) -> None:
-    _remove_outputs(None, task)
+    _remove_outputs(task.targets, task.name)
 
 
 def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tuple[str, ...]:
@@ -305,10 +308,10 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             "link", model,
             doc=f"link {layout.library}",
             actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
-                     (fingerprint.write_stamp, [layout.library, link_config, None])],
+                     (link_check.record, [layout.library, link_config])],
             file_dep=[str(p) for p in [*objects, *graph]],
             targets=[str(layout.library)],
-            uptodate=[config_changed(link_config)],
+            uptodate=[config_changed(link_config), link_check.LibraryIntact(layout.library)],
             clean=[_clean_with_stamp],
         )
 
@@ -318,7 +321,7 @@ def link_placeholder(ctx: Context, model: str) -> Task:
     layout = ctx.project.model(model)
     loader = DelayedLoader(functools.partial(unit_tasks, ctx, model), executed=f"partition:{model}")
     task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)",
-                clean=[(_remove_outputs, [[str(layout.library)]])])
+                clean=[(_remove_outputs, [[str(layout.library)], f"link:{model}"])])
     task.subtask_of = "link"
     return task
 
@@ -351,6 +354,8 @@ def group(basename: str, task_dep=()) -> dict:
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
     """Name an unknown model or workload clearly, instead of doit's generic 'invalid parameter'
     (or, for a workload's task, silently running nothing)."""
+    if (err := model_errors.check(requested, ctx.refused, basenames)) is not None:
+        raise invalid(str(err))
     for arg in requested:
         base, sep, rest = arg.partition(":")
         if not sep or base not in basenames or arg.startswith("-"):
@@ -405,6 +410,7 @@ class BuildGraph:
         """Import a model, fuse it into workloads (one TIR file each), build its graph."""
         ctx = self.context
         check_requested(self.requested, ctx)
+        model_errors.warn(self.requested, ctx.refused)
         yield group("partition", [f"partition:{m}" for m in ctx.models])
         for spec in ctx.models.values():
             yield partition_task(ctx, spec)
@@ -431,8 +437,12 @@ class BuildGraph:
         """Link a model's objects and graph into build/<model>/<model>.so."""
         ctx = self.context
         yield group("link", [f"link:{m}" for m in ctx.models])
+        cleaning = self.requested[:1] == ["clean"]  # the real task: clean follows its inputs
         for m in ctx.models:
-            yield link_placeholder(ctx, m)
+            if cleaning and manifest_mod.read(ctx.project.model(m).manifest) is not None:
+                yield from unit_tasks(ctx, m, kinds=("link",))
+            else:
+                yield link_placeholder(ctx, m)
 
     def task_build(self):
         """Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>]."""

@@ -89,12 +89,14 @@ def _check_inputs(model, spec: ModelSpec) -> None:
     for value in inputs:
         if value.name in spec.inputs:
             continue
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+        # a dim_value of 0 is a static, empty dimension (TVM builds it); only a dim_param
+        # or an unset dimension is symbolic
+        dims = [d.dim_value if d.HasField("dim_value") else None
                 for d in value.type.tensor_type.shape.dim]
         if None in dims:
             seen = ", ".join(str(d) if d is not None else (dim.dim_param or "?")
                              for d, dim in zip(dims, value.type.tensor_type.shape.dim))
-            example = ", ".join(str(d or 1) for d in dims)
+            example = ", ".join(str(1 if d is None else d) for d in dims)
             declare = (f'onnx = "{spec.onnx_path.name}"\n    ' if spec.declaration == spec.onnx_path
                        else "")
             raise BuildError(
@@ -104,24 +106,52 @@ def _check_inputs(model, spec: ModelSpec) -> None:
                      f"    {value.name} = [{example}]")
 
 
+def _empty_dimension_shapes(model, spec: ModelSpec) -> dict:
+    """The ONNX shapes of undeclared inputs with an empty (0) dimension: TVM's importer
+    takes a 0 for a symbolic dimension unless the shape is given to it."""
+    initializers = {i.name for i in model.graph.initializer}
+    out = {}
+    for value in model.graph.input:
+        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if value.name not in initializers and value.name not in spec.inputs and 0 in dims:
+            out[value.name] = dims
+    return out
+
+
 def _import(spec: ModelSpec, traced: bool):
     from tvm.relax.frontend.onnx import from_onnx
 
     model, external = load_onnx(spec)
     _check_inputs(model, spec)
     try:
-        shapes = _identifier_input_names(model, dict(spec.inputs))
+        shapes = _identifier_input_names(
+            model, {**_empty_dimension_shapes(model, spec), **spec.inputs})
         with _importer_tensors() if traced else contextlib.nullcontext({}) as tensors:
             mod = from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
     except Exception as err:
         raise BuildError(f"TVM cannot import this ONNX model: {summarize(err)}",
-                         file=spec.onnx_path,
-                         hint="declare static input shapes in models/<name>.toml [inputs]") from None
+                         file=spec.onnx_path, hint=_import_hint(err, spec)) from None
     if not traced or not tensors:
         return mod, None, external
     from . import provenance
 
     return mod, provenance.onnx_operators(model.graph, tensors), external
+
+
+def _import_hint(err: Exception, spec: ModelSpec) -> str:
+    """What to do about an import failure, from its cause."""
+    text = f"{type(err).__name__} {err}".lower()
+    if isinstance(err, NotImplementedError) or "opnotimplemented" in text or \
+            "not supported" in text or "not implemented" in text:
+        return ("this TVM version's ONNX importer does not support an operator (or an "
+                "attribute) of the model: export it with other operators or another opset "
+                "(onnx.version_converter)")
+    if spec.inputs and any(word in text for word in ("shape", "dimension", "rank", "broadcast")):
+        return (f"check the shapes declared in {spec.declaration} [inputs] against what the "
+                "model expects")
+    return ("check the model with onnx.checker.check_model and onnxruntime; if both accept it, "
+            "this is a TVM importer limitation: rerun with MODELBUILD_TRACEBACK=1 for the "
+            "traceback")
 
 
 @contextlib.contextmanager

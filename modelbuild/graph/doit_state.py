@@ -1,0 +1,55 @@
+"""doit's own state file (build/.doit.db), checked before doit opens it.
+
+doit keeps what it knows of file dependencies and ``config_changed`` values in an
+sqlite file; a damaged one makes doit fail with a traceback on every run. It holds
+nothing that cannot be rebuilt (modelbuild's steps keep their own stamps; at worst a
+few links run again), so a damaged one is set aside, with one warning, and doit
+starts a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+
+def problem(db: Path) -> str | None:
+    """Why ``db`` is not a state file doit can use (None: it is fine, or absent)."""
+    if not db.is_file() or db.stat().st_size == 0:
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    except sqlite3.Error as err:
+        return str(err)
+    try:
+        check = conn.execute("PRAGMA quick_check").fetchone()
+        if not check or check[0] != "ok":
+            return f"sqlite integrity check: {check[0] if check else 'no answer'}"
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "doit" in tables:
+            for (data,) in conn.execute("SELECT task_data FROM doit"):
+                json.loads(data)
+    except (sqlite3.Error, ValueError, TypeError) as err:
+        return str(err)
+    finally:
+        conn.close()
+    return None
+
+
+def set_aside_if_damaged(db: Path, stderr=sys.stderr) -> Path | None:
+    """Rename a damaged ``db`` to ``<db>.corrupt-<n>`` (one warning); returns the new
+    path, None when ``db`` is fine."""
+    why = problem(db)
+    if why is None:
+        return None
+    n = 1
+    while db.with_name(f"{db.name}.corrupt-{n}").exists():
+        n += 1
+    aside = db.with_name(f"{db.name}.corrupt-{n}")
+    db.rename(aside)
+    stderr.write(f"warning: {db.parent.name}/{db.name} is damaged ({why}); set aside as {aside.name}, and doit "
+                 "starts a new one (a few steps may run again)\n")
+    return aside

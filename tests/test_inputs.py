@@ -1,0 +1,159 @@
+"""Issue 19 item 10: what users put in models/ and on the command line.
+
+A refused declaration is named (file and what to do) and leaves the other models
+alone; zero-sized dimensions build; an import failure's hint fits its cause; an
+internal error names its task and where it failed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_close, make_project, onnx_output, run_library
+from onnx import TensorProto, helper, numpy_helper
+from onnx_models import tiny_model
+
+from modelbuild.core import models
+from modelbuild.core.errors import BuildError
+
+
+def _with_tiny(tmp_path, extra: dict):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    for name, text in extra.items():
+        path = project.root / "models" / name
+        if text is None:
+            shutil.copy(project.root / "models" / "tiny.onnx", path)
+        else:
+            path.write_text(text)
+    return project
+
+
+BAD = {
+    "a b.onnx": None,                                   # a space
+    "c:d.onnx": None,                                   # a colon
+    "-dash.onnx": None,                                 # a leading dash
+    "badin.toml": 'onnx = "tiny.onnx"\n[inputs]\nx = [1, -3, 8, 8]\n',
+    "twin.toml": 'onnx = "tiny.onnx"\n',                # and twin.onnx beside it
+    "twin.onnx": None,
+}
+
+
+def test_refused_declarations_leave_the_other_models_alone(tmp_path):
+    project = _with_tiny(tmp_path, BAD)
+    listed = project.doit("list")
+    assert listed.returncode == 0 and "Traceback" not in listed.output
+    for file in ("a b.onnx", "c:d.onnx", "-dash.onnx", "badin.toml", "twin.onnx"):
+        lines = [ln for ln in listed.stderr.splitlines() if f"models/{file}" in ln]
+        assert len(lines) == 1, (file, listed.output)
+    built = project.doit("build:tiny")
+    assert "partition:tiny" in built.ran and project.library("tiny").is_file()
+    assert "badin" not in built.output and "a b" not in built.output
+    bad = project.doit("build:badin", check=False)
+    assert bad.returncode != 0 and "Traceback" not in bad.output
+    assert "models/badin.toml" in bad.output and "[inputs]" in bad.output
+    twin = project.doit("build:twin", check=False)
+    assert twin.returncode != 0 and "models/twin.onnx" in twin.output
+    assert "models/twin.toml" in twin.output
+
+
+def test_an_onnx_file_beside_a_toml_naming_another_is_refused(tmp_path):
+    (tmp_path / "tiny.onnx").write_bytes(b"")
+    (tmp_path / "m.toml").write_text('onnx = "tiny.onnx"\n')
+    (tmp_path / "m.onnx").write_bytes(b"")
+    (tmp_path / "n.toml").write_text("")  # n.onnx is its default: one model
+    (tmp_path / "n.onnx").write_bytes(b"")
+    found, refused = models.discover_all(tmp_path)
+    assert set(found) == {"n", "tiny"} and set(refused) == {"m"}
+    assert "m.onnx" in str(refused["m"]) and "m.toml" in str(refused["m"])
+    with pytest.raises(BuildError):
+        models.discover(tmp_path)
+
+
+def test_sweep_refuses_a_name_that_leaves_build(tiny_copy, tiny_variants):
+    from test_sweep import add_variants
+
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    for name in ("../../../../x", "/tmp/h5-sweep-x", "a/b", ".."):
+        proc = subprocess.run([sys.executable, "-m", "modelbuild", "sweep", "tiny", "--workload",
+                               workload, "--name", name, "--runs", "1", "--warmup", "0"],
+                              cwd=tiny_copy.root, capture_output=True, text=True)
+        assert proc.returncode != 0 and "--name" in proc.stderr + proc.stdout, proc
+        assert "Traceback" not in proc.stderr
+    assert not (tiny_copy.root.parent / "x.json").exists()
+    assert not (tiny_copy.root / "build" / "tiny" / "sweeps").exists()
+
+
+def _matmul_model(rows, declared_rows=None) -> onnx.ModelProto:
+    """x [rows, 4] @ w [4, 3] + b, relu."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) - 5, "w")
+    b = numpy_helper.from_array(np.ones(3, dtype=np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"]),
+         helper.make_node("Relu", ["y"], ["z"])], "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [declared_rows or rows, 3])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_zero_sized_dimension_builds(tmp_path):
+    project = make_project(tmp_path / "p", {"zero": _matmul_model(0)})
+    project.doit("build:zero")
+    x = np.zeros((0, 4), np.float32)
+    out = run_library(project.library("zero"), [x])
+    expected = onnx_output(project.root, "zero", [x])
+    assert out.shape == expected.shape == (0, 3)
+
+
+def test_inputs_may_declare_a_zero_sized_dimension(tmp_path):
+    project = make_project(tmp_path / "p", {"sym": _matmul_model("n")})
+    (project.root / "models" / "sym.toml").write_text('onnx = "sym.onnx"\n[inputs]\nx = [0, 4]\n')
+    project.doit("build:sym")
+    x = np.zeros((0, 4), np.float32)
+    assert run_library(project.library("sym"), [x]).shape == (0, 3)
+    y = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    other = make_project(tmp_path / "q", {"sym": _matmul_model(2)})
+    other.doit("build:sym")
+    assert_close(run_library(other.library("sym"), [y]), onnx_output(other.root, "sym", [y]))
+
+
+def test_an_unsupported_operator_gets_a_hint_about_operators(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"]),
+         helper.make_node("Frobnicate", ["y"], ["z"], domain="com.example")], "u",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.example", 1)])
+    model.ir_version = 8
+    project = make_project(tmp_path / "p", {"u": model})
+    run = project.doit("build:u", check=False)
+    assert run.returncode != 0 and "Frobnicate" in run.output
+    assert "does not support an operator" in run.output
+    assert "static input shapes" not in run.output
+
+
+def test_an_assertion_in_partition_names_the_task_and_the_place(tiny_project, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "from modelbuild.steps import partition\n"
+        "def workloads_of(fused):\n"
+        "    found = {}\n"
+        "    assert found, 'the fused module has no workloads'\n"
+        "partition.workloads_of = workloads_of\n")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    run = tiny_project.doit("build:tiny", check=False, env=env)
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "internal error in partition:tiny" in run.output
+    assert "AssertionError: the fused module has no workloads" in run.output
+    assert "sitecustomize.py:4" in run.output

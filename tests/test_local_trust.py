@@ -1,0 +1,165 @@
+"""Issue 19 items 2, 3, 7: files in build/ are trusted by content, not by size; `doit clean`
+works; a damaged doit state file is set aside.
+
+Each edit here keeps the file's size (and, to be hostile, may put its mtime back):
+the build must notice, put back what partition or link wrote, and the library must
+still compute what onnxruntime computes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from conftest import (assert_close, model_inputs, onnx_output, run_library, sha256,
+                      tiny_conv_workload)
+from onnx import numpy_helper
+
+
+def _why(project) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny", "--json"],
+                          cwd=project.root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _reasons(verdicts) -> str:
+    return " | ".join(r for v in verdicts for r in v["reasons"])
+
+
+def _edit_keeping_size(path, change, keep_mtime: bool) -> None:
+    before = os.stat(path)
+    data = change(path.read_bytes())
+    assert len(data) == before.st_size and data != path.read_bytes()
+    path.write_bytes(data)
+    if keep_mtime:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def _assert_matches_onnxruntime(project) -> None:
+    inputs = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), inputs),
+                 onnx_output(project.root, "tiny", inputs))
+
+
+def _double_weight(project):
+    """An edit of the graph object holding the weight w2: its values doubled, same size."""
+    model = onnx.load(str(project.root / "models" / "tiny.onnx"))
+    w2 = next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == "w2")
+    raw = w2.astype(np.float32).tobytes()
+    doubled = (w2.astype(np.float32) * 2).tobytes()
+    for path in sorted((project.root / "build/tiny/partition/graph").iterdir()):
+        if raw in path.read_bytes():
+            return path, lambda data: data.replace(raw, doubled, 1)
+    raise AssertionError("no graph object holds w2's bytes")
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_a_same_size_edit_of_a_graph_weight_is_restored(tiny_copy, keep_mtime):
+    path, change = _double_weight(tiny_copy)
+    original = path.read_bytes()
+    _edit_keeping_size(path, change, keep_mtime)
+    verdicts = _why(tiny_copy)
+    assert [(v["task"], v["action"]) for v in verdicts] == [("partition:tiny", "restore")]
+    assert f"output damaged: build/tiny/partition/graph/{path.name}" in _reasons(verdicts)
+    run = tiny_copy.doit("build:tiny")
+    assert run.from_cache == {"partition:tiny"} and run.ran == set()
+    assert path.read_bytes() == original
+    _assert_matches_onnxruntime(tiny_copy)
+
+
+def test_a_same_size_edit_of_a_graph_weight_reruns_partition_without_a_cache(tiny_copy):
+    import shutil
+
+    shutil.rmtree(tiny_copy.root / "build" / ".cache")
+    path, change = _double_weight(tiny_copy)
+    original = path.read_bytes()
+    _edit_keeping_size(path, change, keep_mtime=True)
+    assert "partition:tiny" in tiny_copy.doit("build:tiny").ran
+    assert path.read_bytes() == original
+    _assert_matches_onnxruntime(tiny_copy)
+
+
+def test_a_same_size_edit_of_a_workload_tir_is_restored(tiny_copy):
+    workload = tiny_conv_workload(tiny_copy)
+    path = tiny_copy.workload_file("tiny", workload)
+    original = path.read_bytes()
+    library = sha256(tiny_copy.library("tiny"))
+
+    def change(data: bytes) -> bytes:  # one byte in the middle of the TIR
+        middle = len(data) // 2
+        return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
+
+    _edit_keeping_size(path, change, keep_mtime=True)
+    assert "output damaged: build/tiny/partition/workloads/" in _reasons(_why(tiny_copy))
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == set() and run.from_cache == {"partition:tiny"}
+    assert path.read_bytes() == original
+    assert sha256(tiny_copy.library("tiny")) == library
+    _assert_matches_onnxruntime(tiny_copy)
+
+
+def test_a_truncated_library_is_relinked(tiny_copy):
+    library = tiny_copy.library("tiny")
+    digest = sha256(library)
+    os.truncate(library, 1000)
+    verdicts = _why(tiny_copy)
+    assert [(v["task"], v["action"]) for v in verdicts] == [("link:tiny", "run")]
+    assert "output modified since it was built" in _reasons(verdicts)
+    assert tiny_copy.doit("build:tiny").ran == {"link:tiny"}
+    assert sha256(library) == digest
+    _assert_matches_onnxruntime(tiny_copy)
+    assert tiny_copy.doit("build:tiny").ran == set()  # and then it is current
+
+
+def test_a_same_size_edit_of_the_library_with_its_mtime_put_back_is_relinked(tiny_copy):
+    library = tiny_copy.library("tiny")
+    digest = sha256(library)
+    _edit_keeping_size(library, lambda d: d[:2000] + bytes(b ^ 0xFF for b in d[2000:2100])
+                       + d[2100:], keep_mtime=True)
+    assert tiny_copy.doit("build:tiny").ran == {"link:tiny"}
+    assert sha256(library) == digest
+
+
+def _outputs(project) -> list[str]:
+    build = project.root / "build" / "tiny"
+    return sorted(str(p.relative_to(build)) for p in build.rglob("*")
+                  if p.is_file() and p.suffix in (".so", ".o", ".json", ".msgpack", ".stamp"))
+
+
+def test_doit_clean_removes_outputs_and_stamps(tiny_copy):
+    built = _outputs(tiny_copy)
+    assert any(p.startswith("lowered/") for p in built)
+    run = tiny_copy.doit("clean", "link:tiny")
+    assert run.returncode == 0
+    assert set(built) - set(_outputs(tiny_copy)) == {"tiny.so", "tiny.so.stamp"}
+    run = tiny_copy.doit("clean", "lower")
+    left = _outputs(tiny_copy)
+    assert not any(p.startswith("lowered/") for p in left)
+    assert any(p.startswith("objects/") for p in left)
+    run = tiny_copy.doit("clean")
+    assert run.returncode == 0 and "removing file" in run.output
+    assert _outputs(tiny_copy) == []
+    # the cache keeps its copies: the next build restores everything
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == {"link:tiny"}
+    _assert_matches_onnxruntime(tiny_copy)
+
+
+def test_a_damaged_doit_state_file_is_set_aside_with_one_warning(tiny_copy):
+    db = tiny_copy.root / "build" / ".doit.db"
+    db.write_bytes(os.urandom(4096))
+    assert [v["task"] for v in _why(tiny_copy)] == ["link:tiny"]  # no traceback from why
+    run = tiny_copy.doit("build:tiny")
+    assert "Traceback" not in run.output
+    warnings = [ln for ln in run.stderr.splitlines() if ".doit.db" in ln]
+    assert len(warnings) == 1 and "set aside" in warnings[0], run.output
+    assert (tiny_copy.root / "build" / ".doit.db.corrupt-1").is_file()
+    _assert_matches_onnxruntime(tiny_copy)
+    again = tiny_copy.doit("build:tiny")
+    assert again.ran == set() and ".doit.db" not in again.output
