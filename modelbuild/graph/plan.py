@@ -24,7 +24,9 @@ from . import environment, fingerprint
 from .cached_step import CURRENT, RESTORE, RUN
 from .cache import REMOTE
 from .partition_output import MANIFEST, PartitionOutput
-from .tasks import codegen_step, load_context, lower_step, partition_step, unit_tasks
+from .context import load_context
+from .step_builders import codegen_step, lower_step, partition_step
+from .tasks import unit_tasks
 
 
 @dataclass

@@ -27,15 +27,15 @@ from rich.progress import (
 
 from ..core import manifest as manifest_mod
 from ..core.layout import Project
-from . import cache
+from . import cache, kinds
 from .cached_step import restored_from_cache
 
-_KINDS = ("partition", "lower", "codegen", "link")
+_KINDS = kinds.NAMES  # partition, lower, codegen, link
 
 
 def _model_of(task_name: str) -> str | None:
     base, sep, rest = task_name.partition(":")
-    return rest.split("/", 1)[0] if sep and base in _KINDS + ("build",) else None
+    return rest.split("/", 1)[0] if sep and base in (*_KINDS, kinds.BUILD.name) else None
 
 
 class ModelbuildReporter(ConsoleReporter):
@@ -130,7 +130,7 @@ class ModelbuildReporter(ConsoleReporter):
         if self.runtime_errors:
             self.write("Execution aborted.\n" + "\n".join(self.runtime_errors) + "\n")
         elapsed = time.perf_counter() - self.t0
-        parts = [f"{self.ran[k]} {k}" for k in (*_KINDS, "bench") if self.ran[k]]
+        parts = [f"{self.ran[k]} {k}" for k in (*_KINDS, kinds.BENCH.name) if self.ran[k]]
         failed = bool(self.failures or self.runtime_errors)
         ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed
                                                          else "nothing to rebuild")
