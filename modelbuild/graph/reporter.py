@@ -61,7 +61,8 @@ class ModelbuildReporter(ConsoleReporter):
         total = 0
         for model in self.models:
             man = manifest_mod.read(self.project.model(model).manifest)
-            total += 2 + (2 * len(man.workloads) if man else 0)
+            total += sum((len(man.workloads) if man else 0) if kind.per_workload else 1
+                         for kind in kinds.PIPELINE)
         return total
 
     def initialize(self, tasks, selected_tasks):

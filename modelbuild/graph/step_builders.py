@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.digest import file_digest
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec
-from . import fingerprint, kinds
+from . import fingerprint, kinds, reasons
 from .cached_step import Step
 from .context import Context
 from .partition_output import PartitionOutput
@@ -51,7 +51,7 @@ def partition_step(ctx: Context, spec: ModelSpec) -> Step:
     return Step(f"partition:{spec.name}", kinds.PARTITION.cache, ctx.cache, layout.manifest,
                 functools.partial(partition_inputs_of, ctx.config_for("partition"), spec, layout,
                                   ctx.project.root),
-                PartitionOutput(layout))
+                PartitionOutput(layout), reasons.partition)
 
 
 def partition_current(ctx: Context, spec: ModelSpec) -> bool:
@@ -69,14 +69,18 @@ def lower_step(ctx: Context, model: str, workload: str,
     return Step(f"lower:{model}/{workload}", kinds.LOWER.cache, ctx.cache,
                 layout.lowered(workload),
                 functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
-                                  workload, workload_digest))
+                                  workload, workload_digest),
+                why=functools.partial(reasons.lower, layout, workload))
 
 
 def codegen_step(ctx: Context, model: str, workload: str,
-                 lowered_digest: str | None = None) -> Step:
-    """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction)."""
+                 lowered_digest: str | None = None, upstream: str | None = None) -> Step:
+    """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction);
+    ``upstream``: how that TIR comes about, for the reasons (by default lower's task name)."""
     layout = ctx.project.model(model)
+    upstream = upstream or f"lower:{model}/{workload}"
     return Step(f"codegen:{model}/{workload}", kinds.CODEGEN.cache, ctx.cache,
                 layout.object(workload, ctx.target.artifact_suffix),
                 functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
-                                  layout.lowered(workload), workload, lowered_digest))
+                                  layout.lowered(workload), workload, lowered_digest),
+                why=functools.partial(reasons.codegen, upstream))

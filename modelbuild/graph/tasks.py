@@ -109,7 +109,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          if ctx.executor is None else
                          (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
-                task_dep=[f"lower:{model}/{w.name}"],
+                task_dep=[f"{kinds.CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
                 uptodate=[Uptodate(compiled)],
                 clean=[_clean_with_stamp],
@@ -142,7 +142,7 @@ def link_placeholder(ctx: Context, model: str) -> Task:
 
 def build_task(ctx: Context, model: str) -> Task:
     return _subtask("build", model, doc=f"build {ctx.project.model(model).library}",
-                    actions=None, task_dep=[f"link:{model}", f"_warm:{model}"])
+                    actions=None, task_dep=[f"{kinds.BUILD.upstream}:{model}", f"_warm:{model}"])
 
 
 def _import_tvm() -> None:
