@@ -28,7 +28,8 @@ from ..core.errors import BuildError
 from ..core.models import ModelSpec
 from ..schedules.active import active
 from ..steps import codegen, link, partition
-from . import bench_task, fingerprint, kinds
+from . import bench_task, fingerprint
+from .kinds import ALL, BUILD, BY_NAME, CODEGEN
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
@@ -37,7 +38,7 @@ from .step_builders import codegen_step, lower_step, partition_current, partitio
 
 __all__ = ["BuildGraph", "Context", "load_context", "partition_current", "unit_tasks"]
 
-BASENAMES = tuple(kind.name for kind in kinds.ALL if kind.name != "bench")  # check_requested's
+BASENAMES = tuple(kind.name for kind in ALL if kind.name != "bench")  # check_requested's
 
 
 # -- the tasks of one model -------------------------------------------------------
@@ -109,7 +110,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          if ctx.executor is None else
                          (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
-                task_dep=[f"{kinds.CODEGEN.upstream}:{model}/{w.name}"],
+                task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
                 uptodate=[Uptodate(compiled)],
                 clean=[_clean_with_stamp],
@@ -142,7 +143,7 @@ def link_placeholder(ctx: Context, model: str) -> Task:
 
 def build_task(ctx: Context, model: str) -> Task:
     return _subtask("build", model, doc=f"build {ctx.project.model(model).library}",
-                    actions=None, task_dep=[f"{kinds.BUILD.upstream}:{model}", f"_warm:{model}"])
+                    actions=None, task_dep=[f"{BUILD.upstream}:{model}", f"_warm:{model}"])
 
 
 def _import_tvm() -> None:
@@ -162,7 +163,7 @@ def warm_task(ctx: Context, model: str) -> Task:
 
 
 def group(basename: str, task_dep=()) -> dict:
-    return {"basename": basename, "name": None, "doc": kinds.BY_NAME[basename].doc, "task_dep": list(task_dep)}
+    return {"basename": basename, "name": None, "doc": BY_NAME[basename].doc, "task_dep": list(task_dep)}
 
 
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
