@@ -12,6 +12,10 @@ tasks (``doit list``, ``clean``, ``forget``) call the delayed creators
 A ``BuildGraph`` is made per doit invocation, by dodo.py, from what that
 invocation was given: the project root, the ``target=`` variable, the task names
 asked for. Loading tasks must stay cheap: no TVM import here.
+
+This module holds the doit task dictionaries only: the kinds of step are kinds.py, what
+a doit run shares context.py, the cached steps step_builders.py, the lower and codegen
+actions (here or on an executor) executor_steps.py.
 """
 
 from __future__ import annotations
@@ -29,16 +33,17 @@ from ..core.models import ModelSpec
 from ..schedules.active import active
 from ..steps import codegen, link, partition
 from . import bench_task, fingerprint
-from .kinds import ALL, BUILD, BY_NAME, CODEGEN
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
 from .executor_steps import _codegen_on, _lower, _lower_on
+from .kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
 from .step_builders import codegen_step, lower_step, partition_current, partition_step
 
+# Context, load_context and partition_current are imported from here by commands.
 __all__ = ["BuildGraph", "Context", "load_context", "partition_current", "unit_tasks"]
 
-BASENAMES = tuple(kind.name for kind in ALL if kind.name != "bench")  # check_requested's
+BASENAMES = tuple(kind.name for kind in ALL if kind is not BENCH)  # bench is checked apart
 
 
 # -- the tasks of one model -------------------------------------------------------
