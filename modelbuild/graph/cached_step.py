@@ -5,13 +5,15 @@ rebuild under doit alone. Steps here decide for themselves, from the digest
 of their inputs (fingerprint.py). ``Step.decide`` is the one decision: doit's
 ``uptodate`` check (``Uptodate``, in the main process once the step's upstream
 tasks ran) acts on it, restoring the output when the cache has it, and
-``python -m modelbuild why`` reports it without acting. When the answer is
-"run", doit runs ``build``, which compiles and fills the cache.
+``python -m modelbuild why`` reports it without acting: asked to explain, the decision
+carries its reasons (the step's ``why``, from reasons.py), so `why` prints the verdict and
+the words of the very check the build makes. When the answer is "run", doit runs
+``build``, which compiles and fills the cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -54,13 +56,15 @@ class Decision:
     corrupt: bool = False        # RUN: the cache had an entry, but it is damaged
     source: str = LOCAL          # RESTORE: which tier has it (cache.LOCAL or cache.REMOTE)
     corrupt_remote: bool = False  # the remote tier's entry is damaged
+    reasons: tuple[str, ...] = ()  # asked to explain, and not CURRENT: why, in words
 
 
 @dataclass(frozen=True)
 class Step:
-    """One cached step: ``kind`` names its cache section ("partition", "lowered", "object").
-    ``output`` is the file the stamp is beside; ``store`` packs and unpacks what the step
-    makes (by default that one file)."""
+    """One cached step: ``kind`` names its cache section (kinds.py: "partition", "lowered",
+    "object"). ``output`` is the file the stamp is beside; ``store`` packs and unpacks what
+    the step makes (by default that one file); ``why(step, stamp, decision)`` says in words
+    why it is not current (reasons.py; picklable: a partial)."""
 
     task: str
     kind: str
@@ -68,6 +72,7 @@ class Step:
     output: Path
     inputs: Callable[[], dict]  # reads the step's input files; picklable (a partial)
     store: object = None        # FileOutput(output) when None; see FileOutput for the protocol
+    why: Callable | None = None  # (step, stamp, decision) -> list of reasons
 
     @property
     def artifact(self):
@@ -86,9 +91,18 @@ class Step:
         digest = self.artifact.digest()
         return digest is not None and digest == stamp.get("output_sha256")
 
-    def decide(self) -> Decision:
+    def decide(self, explain: bool = False) -> Decision:
         """Current (output matches its stamp and the inputs), restore (the cache, local or
-        remote, has the output for these inputs) or run. Nothing is written or logged."""
+        remote, has the output for these inputs) or run. Nothing is written or logged.
+        ``explain``: a decision other than current carries its reasons (as doit's
+        ``get_status(get_log=True)``); the build's uptodate check does not ask."""
+        decision = self._decide()
+        if not explain or decision.action == CURRENT or self.why is None:
+            return decision
+        reasons = self.why(self, fingerprint.read_stamp(self.output), decision)
+        return replace(decision, reasons=tuple(reasons))
+
+    def _decide(self) -> Decision:
         inputs = self.current_inputs()
         if inputs is None:
             return Decision(RUN, None)

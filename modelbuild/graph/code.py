@@ -14,10 +14,10 @@ import functools
 from pathlib import Path
 
 from ..core.digest import bytes_digest
+from .kinds import SOURCES
 
 PACKAGE = Path(__file__).resolve().parent.parent  # modelbuild/
-STEPS = {"partition": "steps/partition.py", "lower": "steps/lower.py",
-         "codegen": "steps/codegen.py", "link": "steps/link.py"}
+STEPS = SOURCES  # each step kind's module (kinds.py): step -> "steps/<step>.py"
 _REGISTRY = "targets/registry.py"  # its imports of hook modules are per target, not per step
 
 

@@ -1,16 +1,16 @@
 """Why would the next `doit build:<model>` run what it runs? A dry run that builds nothing.
 
-For each task: the reason in words a user can act on, from what the last
-build left behind (the stamps beside lower/codegen outputs, the config stamps
-of partition and link, doit's own state for file dependencies) compared with
-what is on disk now. Like ``ninja -d explain``, but readable.
+For each task that acts, the build's own decision and its reasons: each cached step's
+``Step.decide(explain=True)`` (partition, lower, codegen: the words come with the verdict,
+reasons.py) and doit's ``get_status(get_log=True)`` for link. What is left here is the
+walk down the pipeline, and the predictions for a step whose upstream runs first (its
+input is not known before the build). Like ``ninja -d explain``, but readable.
 
 Nothing is written: no cache restore, no doit state change. TVM is not imported.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,12 +19,13 @@ import msgpack
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
-from ..schedules.active import active
-from . import doit_state, environment, fingerprint, link_check
-from .cached_step import CURRENT, RESTORE, RUN
-from .cache import REMOTE
-from .partition_output import MANIFEST, PartitionOutput
-from .tasks import codegen_step, load_context, lower_step, partition_step, unit_tasks
+from . import doit_state, fingerprint, link_check
+from .cached_step import CURRENT, RESTORE, RUN, Decision
+from .context import Context, load_context
+from .partition_output import MANIFEST
+from .reasons import config_changes, file_reasons
+from .step_builders import codegen_step, lower_step, partition_step
+from .tasks import unit_tasks
 
 
 @dataclass
@@ -40,129 +41,12 @@ class Verdict:
             out["source"] = self.source
         return out
 
+    @classmethod
+    def of(cls, task: str, decision: Decision) -> Verdict:
+        """A step's decision as ``why`` prints it: its action, its own reasons."""
+        return cls(task, decision.action, list(decision.reasons),
+                   decision.source if decision.action == RESTORE else None)
 
-# -- how inputs differ, in words ----------------------------------------------------
-
-_CONFIG_WORDS = {
-    "target": "target changed",
-    "passes": "partition pass list changed",
-    "artifact_version": "modelbuild artifact format changed",
-    "cc": "C compiler changed",
-}
-
-
-def config_changes(old: dict | None, new: dict, step: str) -> list[str]:
-    if old is None:
-        return []
-    out = []
-    for k in sorted(set(old) | set(new)):
-        if old.get(k) == new.get(k):
-            continue
-        if k == "code":
-            out.append(f"modelbuild's code for {step} changed (an upgrade or a local edit)")
-        elif k == "target":
-            out.append(_target_change(old.get(k), new.get(k)))
-        elif k == "tvm":
-            was, now = environment.describe(old.get(k)), environment.describe(new.get(k))
-            out.append(f"TVM changed ({was} -> {now})" if was != now else
-                       f"TVM's libraries changed ({now}: same versions, other builds)")
-        elif k in _CONFIG_WORDS:
-            out.append(f"{_CONFIG_WORDS[k]} ({old.get(k)} -> {new.get(k)})")
-        else:
-            out.append(f"setting '{k}' changed")
-    return out
-
-
-def _target_fields(key) -> dict:
-    """A target key (TargetSpec.key()) as flat fields: kind, mcpu, ..., toolchain."""
-    try:
-        data = json.loads(key)
-    except (TypeError, ValueError):
-        return {"target": str(key)}
-    if not isinstance(data, dict):
-        return {"target": str(key)}
-    fields = dict(data.get("tvm_target", data))
-    if "toolchain" in data:
-        fields["toolchain"] = data["toolchain"]
-    return fields
-
-
-def _target_change(old_key, new_key) -> str:
-    """``target changed (llvm -> c)``, or the fields that changed within one kind:
-    ``target changed (mcpu: skylake -> rocketlake)``."""
-    old, new = _target_fields(old_key), _target_fields(new_key)
-    if old.get("kind") != new.get("kind"):
-        return f"target changed ({old.get('kind', old.get('target'))} -> " \
-               f"{new.get('kind', new.get('target'))})"
-    changed = [f"{k}: {old.get(k, '(none)')} -> {new.get(k, '(none)')}"
-               for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    return f"target changed ({'; '.join(changed)})"
-
-
-def _decisions(canonical: str) -> tuple[list, dict]:
-    trace = json.loads(canonical)["trace"]
-    return trace[0], {int(i): v for i, v in trace[1]}
-
-
-def record_changes(old: dict, new: dict, record_path: Path) -> list[str]:
-    """How the record a lower step uses changed, down to the trace decision."""
-    ok, nk = old.get("kind"), new.get("kind")
-    if old == new:
-        return []
-    if nk == "default":
-        return [f"record {old.get('file', '')} removed: back to TVM's default schedule"]
-    where = new.get("file", str(record_path))
-    if ok == "default":
-        return [f"record {where} added (was TVM's default schedule)"]
-    if nk == "conflict":
-        return [f"two records for one workload: {', '.join(new['files'])} (the build will fail)"]
-    if nk == "invalid":
-        return [f"record {where} changed and does not parse (the build will fail with the reason)"]
-    if nk == "python":
-        if ok == "python" and old.get("sha256") == new.get("sha256"):
-            was, now = old.get("helpers", {}), new.get("helpers", {})
-            names = sorted(n for n in set(was) | set(now) if was.get(n) != now.get(n))
-            return [f"helper module {n} of Python schedule {where} "
-                    + ("changed" if n in was and n in now else "added" if n in now else "removed")
-                    for n in names] or [f"Python schedule {where} changed"]
-        return [f"Python schedule {where} changed"]
-    if ok != "json" or nk != "json":
-        return [f"record {where} changed ({ok} -> {nk})"]
-    old_insts, old_dec = _decisions(old["canonical"])
-    new_insts, new_dec = _decisions(new["canonical"])
-    out = []
-    if old_insts != new_insts:
-        out.append(f"record {where} changed (trace instructions differ)")
-    for index in sorted(set(old_dec) | set(new_dec)):
-        if old_dec.get(index) != new_dec.get(index):
-            out.append(f"record {where} changed (trace decision {index}: "
-                       f"{json.dumps(old_dec.get(index))} -> {json.dumps(new_dec.get(index))})")
-    if not out:
-        out.append(f"record {where} changed (its workload hash or target)")
-    return out
-
-
-def step_changes(stamp: dict | None, inputs: dict, output: Path, record_path: Path | None,
-                 upstream: str) -> list[str]:
-    """Why a cached step (lower or codegen) is not current, from its stamp."""
-    if not output.is_file():
-        return ["output missing" + ("" if stamp else " (never built)")]
-    if stamp is None:
-        return ["no stamp beside the output (built by an older modelbuild, or interrupted)"]
-    old = stamp.get("inputs", {})
-    out = config_changes(old.get("config"), inputs["config"], inputs["step"])
-    if "record" in inputs:
-        out += record_changes(old.get("record", {}), inputs["record"], record_path)
-        if old.get("workload") != inputs["workload"]:
-            out.append("workload changed (partition wrote a different TIR for it)")
-    if "lowered" in inputs and old.get("lowered") != inputs["lowered"]:
-        out.append(f"upstream output changed ({upstream})")
-    if not out and stamp.get("key") == fingerprint.key(inputs):
-        out.append("output modified since it was built")
-    return out or ["inputs changed"]
-
-
-# -- the model ------------------------------------------------------------------------
 
 def _doit_status(project: Project, task):
     """doit's own verdict and reasons for a task with file dependencies (read only)."""
@@ -178,50 +62,87 @@ def _doit_status(project: Project, task):
         dep.close()
 
 
-def _file_reasons(status) -> list[str]:
-    if status is None:
-        return ["never built"]
-    out = []
-    r = status.reasons
-    for target in r.get("missing_target", []):
-        out.append(f"output missing: {target}")
-    for key, words in (("changed_file_dep", "changed"), ("added_file_dep", "is a new input"),
-                       ("removed_file_dep", "is no longer an input"),
-                       ("missing_file_dep", "is missing")):
-        for path in r.get(key) or []:
-            out.append(f"{path} {words}")
-    return out
+@dataclass
+class _Partition:
+    """partition's decision, and what the rest of the walk needs to know of it."""
+
+    decision: Decision
+    manifest: manifest_mod.Manifest | None  # as it will be once partition is done (None: unknown)
+    repairs_only: bool  # partition acts, but its outputs are known: the ones it records
+    recorded: dict = field(default_factory=dict)  # output path -> digest the manifest records
 
 
-def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[str]) -> list[str]:
-    """Why partition is not current, from its stamp, its inputs now and its outputs."""
-    if inputs is None:
-        return ["a file the model is made of is missing (the build will name it)"]
-    if stamp is None:
-        return ["never built" if not problems or problems[0].startswith("no readable manifest")
-                else "no stamp beside the manifest (built by an older modelbuild, or interrupted)"]
-    old = stamp.get("inputs") or {}
-    out = config_changes(old.get("config"), inputs["config"], "partition")
-    was, now = old.get("sources") or {}, inputs["sources"]
-    for role in ("declaration", "onnx"):
-        if (was.get(role) or {}).get("sha256") != now[role]["sha256"]:
-            out.append(f"{now[role]['file']} changed")
-    old_ext, new_ext = was.get("external") or {}, now["external"]
-    for name in sorted(set(old_ext) | set(new_ext)):
-        if name not in new_ext:
-            out.append(f"external data file {old_ext[name].get('file', name)} is no longer read")
-        elif name not in old_ext:
-            out.append(f"external data file {new_ext[name]['file']} is a new input")
-        elif old_ext[name].get("sha256") != new_ext[name]["sha256"]:
-            out.append(f"{new_ext[name]['file']} changed")
-    if old.get("model") != inputs.get("model"):
-        out.append("the model's name changed")
-    return out + problems or (["inputs changed"] if stamp.get("key") != fingerprint.key(inputs)
-                              else ["output modified since it was built"])
+def _partition(ctx: Context, model: str) -> _Partition:
+    layout = ctx.project.model(model)
+    part = partition_step(ctx, ctx.models[model]).decide(explain=True)
+    stamp = fingerprint.read_stamp(layout.manifest)
+    man = manifest_mod.read(layout.manifest)
+    if part.action == RESTORE:
+        man = manifest_mod.Manifest.from_bytes(msgpack.unpackb(part.payload)[MANIFEST])
+    # whether partition's outputs are known before the build: current, restored (the cache
+    # entry holds them) or rewritten the same (same inputs: partition is deterministic)
+    outputs_known = part.action != RUN or (stamp is not None and part.inputs is not None
+                                           and stamp.get("inputs") == part.inputs)
+    recorded = ({layout.partition_dir / rel: digest for rel, _, digest in man.outputs}
+                if man is not None else {})
+    return _Partition(part, man, part.action != CURRENT and outputs_known, recorded)
 
 
-def _restore_words(source: str | None) -> str:
-    return "restore (remote cache)" if source == REMOTE else "restore (local cache)"
+def _workload(ctx: Context, model: str, workload: str, part: _Partition) -> list[Verdict]:
+    """The verdicts of one workload's lower and codegen (none when both are current)."""
+    layout = ctx.project.model(model)
+    lower_task, codegen_task = f"lower:{model}/{workload}", f"codegen:{model}/{workload}"
+    lowered = lower_step(ctx, model, workload, part.recorded.get(layout.workload(workload))
+                         if part.repairs_only else None)
+    low = lowered.decide(explain=True)
+    if low.inputs is None:
+        return [Verdict.of(lower_task, low)]
+    if low.action == RUN:  # codegen's input is not known before lower ran: a prediction
+        old = (fingerprint.read_stamp(codegen_step(ctx, model, workload).output)
+               or {}).get("inputs", {})
+        return [Verdict.of(lower_task, low),
+                Verdict(codegen_task, RUN, [f"upstream output changed ({lower_task} will run)",
+                                            *config_changes(old.get("config"),
+                                                            ctx.config_for("codegen"),
+                                                            "codegen")])]
+    verdicts = []
+    if low.action == CURRENT:
+        compiled = codegen_step(ctx, model, workload, file_digest(lowered.output))
+    else:
+        verdicts.append(Verdict.of(lower_task, low))
+        compiled = codegen_step(ctx, model, workload, bytes_digest(low.payload),
+                                f"{lower_task} restored from the cache")
+    cg = compiled.decide(explain=True)
+    return verdicts if cg.action == CURRENT else [*verdicts, Verdict.of(codegen_task, cg)]
+
+
+def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Verdict | None:
+    """link: doit decides from the objects' content; predict from what changes upstream."""
+    layout = ctx.project.model(model)
+    reasons = []
+    if objects_change:
+        reasons.append(f"upstream output changed ({objects_change} object(s) will change)")
+    if part.decision.action == RUN and not part.repairs_only:
+        reasons.append(f"upstream partition:{model} will run (the graph may change)")
+    if part.decision.action == RESTORE and link_check.relinks_after_restore(
+            ctx.project.build_dir / ".doit.db", layout, part.decision.payload,
+            part.manifest.graph_objects):
+        reasons.append(f"upstream partition:{model} is restored with other graph objects")
+    if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
+        return Verdict(f"link:{model}", RUN, reasons or ["never built"])
+    link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
+    status = _doit_status(ctx.project, link)
+    if status is None or status.status == "run":
+        # partition puts back exactly the files its manifest records (restored or rewritten)
+        rewritten = ({f"{p} {words}" for p in part.recorded for words in ("is missing", "changed")}
+                     if part.repairs_only else set())
+        reasons += [r for r in file_reasons(status) if r not in rewritten]
+        if status is not None and status.reasons.get("uptodate_false"):
+            old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
+            damaged = link_check.problems(layout.library)
+            reasons += damaged + (config_changes(old, ctx.link_config(), "link")
+                                  or ([] if damaged else ["settings changed"]))
+    return Verdict(f"link:{model}", RUN, reasons) if reasons else None
 
 
 def explain(root: Path, model: str, target_name: str | None = None,
@@ -234,108 +155,16 @@ def explain(root: Path, model: str, target_name: str | None = None,
     doit's status of link (read only).
     """
     ctx = load_context(root, target_name, mcpu)
-    project = ctx.project
-    layout = project.model(model)
-    verdicts: list[Verdict] = []
-
-    # partition: its cached step's own decision, as the build takes it.
-    spec = ctx.models[model]
-    part = partition_step(ctx, spec).decide()
-    stamp = fingerprint.read_stamp(layout.manifest)
-    man = manifest_mod.read(layout.manifest)
-    partition_runs = part.action == RUN
-    # whether partition's outputs are known before the build: current, restored (the cache
-    # entry holds them) or rewritten the same (same inputs: partition is deterministic)
-    outputs_known = part.action != RUN or (stamp is not None and part.inputs is not None
-                                           and stamp.get("inputs") == part.inputs)
-    if part.action != CURRENT:
-        reasons = partition_changes(stamp, part.inputs, PartitionOutput(layout).problems())
-        if part.corrupt:
-            reasons.append("its local cache entry is corrupt: not used")
-        if part.corrupt_remote:
-            reasons.append("its remote cache entry is corrupt: not used")
-        if part.action == RESTORE:
-            reasons.append(_restore_words(part.source))
-            man = manifest_mod.Manifest.from_bytes(msgpack.unpackb(part.payload)[MANIFEST])
-        verdicts.append(Verdict(f"partition:{model}", part.action, reasons,
-                                part.source if part.action == RESTORE else None))
-    if man is None:
-        verdicts.append(Verdict(f"(every workload of {model})", RUN,
-                                ["the workloads are known once partition has run"]))
-        return verdicts
-    repairs_only = part.action != CURRENT and outputs_known
-    recorded = {layout.partition_dir / rel: digest for rel, _, digest in man.outputs}
-
+    part = _partition(ctx, model)
+    verdicts = [] if part.decision.action == CURRENT else [
+        Verdict.of(f"partition:{model}", part.decision)]
+    if part.manifest is None:
+        return [*verdicts, Verdict(f"(every workload of {model})", RUN,
+                                   ["the workloads are known once partition has run"])]
     objects_change = 0
-    for w in man.workloads:
-        lower_task = f"lower:{model}/{w.name}"
-        lowered = lower_step(ctx, model, w.name,
-                             recorded.get(layout.workload(w.name)) if repairs_only else None)
-        low = lowered.decide()
-        if low.inputs is None:
-            verdicts.append(Verdict(lower_task, RUN, ["workload file missing"]))
-            continue
-        record_path = active(layout, w.name).path or layout.record(w.name)
-        if low.action == CURRENT:
-            lowered_digest, upstream = file_digest(lowered.output), lower_task
-        else:
-            why_lower = step_changes(fingerprint.read_stamp(lowered.output), low.inputs,
-                                     lowered.output, record_path, "")
-            if low.action == RUN:
-                if low.corrupt:
-                    why_lower.append("its cache entry is corrupt: rebuilt")
-                verdicts.append(Verdict(lower_task, RUN, why_lower))
-                old_cg = (fingerprint.read_stamp(codegen_step(ctx, model, w.name).output)
-                          or {}).get("inputs", {})
-                verdicts.append(Verdict(f"codegen:{model}/{w.name}", RUN,
-                                        [f"upstream output changed ({lower_task} will run)",
-                                         *config_changes(old_cg.get("config"),
-                                                         ctx.config_for("codegen"), "codegen")]))
-                objects_change += 1
-                continue
-            verdicts.append(Verdict(lower_task, RESTORE, [*why_lower, _restore_words(low.source)],
-                                    low.source))
-            lowered_digest = bytes_digest(low.payload)
-            upstream = f"{lower_task} restored from the cache"
-        # codegen, as it will see the lowered TIR once lower is current or restored
-        compiled = codegen_step(ctx, model, w.name, lowered_digest)
-        cg = compiled.decide()
-        if cg.action == CURRENT:
-            continue
-        why_cg = step_changes(fingerprint.read_stamp(compiled.output), cg.inputs,
-                              compiled.output, None, upstream)
-        objects_change += 1
-        if cg.corrupt:
-            why_cg.append("its cache entry is corrupt: rebuilt")
-        if cg.action == RESTORE:
-            why_cg.append(_restore_words(cg.source))
-        verdicts.append(Verdict(f"codegen:{model}/{w.name}", cg.action, why_cg,
-                                cg.source if cg.action == RESTORE else None))
-
-    # link: doit decides from the objects' content; predict from what changes upstream.
-    reasons = []
-    if objects_change:
-        reasons.append(f"upstream output changed ({objects_change} object(s) will change)")
-    if partition_runs and not repairs_only:
-        reasons.append(f"upstream partition:{model} will run (the graph may change)")
-    if part.action == RESTORE and link_check.relinks_after_restore(
-            project.build_dir / ".doit.db", layout, part.payload, man.graph_objects):
-        reasons.append(f"upstream partition:{model} is restored with other graph objects")
-    if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
-        verdicts.append(Verdict(f"link:{model}", RUN, reasons or ["never built"]))
-        return verdicts
-    link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
-    status = _doit_status(project, link)
-    if status is None or status.status == "run":
-        # partition puts back exactly the files its manifest records (restored or rewritten)
-        rewritten = ({f"{p} {words}" for p in recorded for words in ("is missing", "changed")}
-                     if repairs_only else set())
-        reasons += [r for r in _file_reasons(status) if r not in rewritten]
-        if status is not None and status.reasons.get("uptodate_false"):
-            old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
-            damaged = link_check.problems(layout.library)
-            reasons += damaged + (config_changes(old, ctx.link_config(), "link")
-                                  or ([] if damaged else ["settings changed"]))
-    if reasons:
-        verdicts.append(Verdict(f"link:{model}", RUN, reasons))
-    return verdicts
+    for w in part.manifest.workloads:
+        found = _workload(ctx, model, w.name, part)
+        objects_change += any(v.task.startswith("codegen:") for v in found)
+        verdicts += found
+    link = _link(ctx, model, part, objects_change)
+    return verdicts + ([link] if link is not None else [])

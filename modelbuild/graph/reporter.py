@@ -27,15 +27,15 @@ from rich.progress import (
 
 from ..core import manifest as manifest_mod
 from ..core.layout import Project
-from . import cache
+from . import cache, kinds
 from .cached_step import restored_from_cache
 
-_KINDS = ("partition", "lower", "codegen", "link")
+_KINDS = kinds.NAMES  # partition, lower, codegen, link
 
 
 def _model_of(task_name: str) -> str | None:
     base, sep, rest = task_name.partition(":")
-    return rest.split("/", 1)[0] if sep and base in _KINDS + ("build",) else None
+    return rest.split("/", 1)[0] if sep and base in (*_KINDS, kinds.BUILD.name) else None
 
 
 class ModelbuildReporter(ConsoleReporter):
@@ -61,7 +61,8 @@ class ModelbuildReporter(ConsoleReporter):
         total = 0
         for model in self.models:
             man = manifest_mod.read(self.project.model(model).manifest)
-            total += 2 + (2 * len(man.workloads) if man else 0)
+            total += sum((len(man.workloads) if man else 0) if kind.per_workload else 1
+                         for kind in kinds.PIPELINE)
         return total
 
     def initialize(self, tasks, selected_tasks):
@@ -130,7 +131,7 @@ class ModelbuildReporter(ConsoleReporter):
         if self.runtime_errors:
             self.write("Execution aborted.\n" + "\n".join(self.runtime_errors) + "\n")
         elapsed = time.perf_counter() - self.t0
-        parts = [f"{self.ran[k]} {k}" for k in (*_KINDS, "bench") if self.ran[k]]
+        parts = [f"{self.ran[k]} {k}" for k in (*_KINDS, kinds.BENCH.name) if self.ran[k]]
         failed = bool(self.failures or self.runtime_errors)
         ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed
                                                          else "nothing to rebuild")

@@ -12,112 +12,38 @@ tasks (``doit list``, ``clean``, ``forget``) call the delayed creators
 A ``BuildGraph`` is made per doit invocation, by dodo.py, from what that
 invocation was given: the project root, the ``target=`` variable, the task names
 asked for. Loading tasks must stay cheap: no TVM import here.
+
+This module holds the doit task dictionaries only: the kinds of step are kinds.py, what
+a doit run shares context.py, the cached steps step_builders.py, the lower and codegen
+actions (here or on an executor) executor_steps.py.
 """
 
 from __future__ import annotations
 
 import functools
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
-from ..core import atomic, models, settings
 from ..core import manifest as manifest_mod
-from ..core.digest import file_digest
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout, Project
 from ..core.models import ModelSpec
-from ..core.passes import PASSES
-from ..schedules import python_schedule
-from ..schedules.active import PYTHON, active
-from ..steps import codegen, link, lower, partition
-from ..targets import registry
-from ..targets.registry import TargetSpec
-from . import bench_task, code, environment, fingerprint, link_check, model_errors, worker
-from . import executor as executor_mod
+from ..schedules.active import active
+from ..steps import codegen, link, partition
+from . import bench_task, fingerprint, link_check, model_errors
 from .actions import invalid, step
-from .cache import Cache
-from .cached_step import Step, Uptodate
-from .executor import Executor
-from .partition_output import PartitionOutput
+from .cached_step import Uptodate
+from .context import Context, load_context
+from .executor_steps import _codegen_on, _lower, _lower_on
+from .kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
+from .step_builders import codegen_step, lower_step, partition_current, partition_step
 
-# Bump when an artifact's format or how it is made changes: every task reruns.
-ARTIFACT_VERSION = 1
+# Context, load_context and partition_current are imported from here by commands.
+__all__ = ["BuildGraph", "Context", "load_context", "partition_current", "unit_tasks"]
 
-DOCS = {
-    "partition": "Import a model, fuse it into workloads (one TIR file each), build its graph.",
-    "lower": "Apply a workload's schedule record (schedules/<model>/<workload>.json or .py) to its TIR.",
-    "codegen": "Compile one scheduled workload to an object file.",
-    "link": "Link a model's objects and graph into build/<model>/<model>.so.",
-    "build": "Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>].",
-    "bench": "Benchmark a model's library: doit bench:<model> [runs=10 warmup=2] -> "
-             "build/<model>/bench.json.",
-}
-BASENAMES = ("partition", "lower", "codegen", "link", "build")
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every task of one doit invocation shares."""
-
-    project: Project
-    models: dict[str, ModelSpec]
-    target: TargetSpec
-    cache: Cache  # the artifact cache every step uses (one remote connection per process)
-    executor: Executor | None = None  # where lower and codegen run (None: in this process)
-    refused: dict = field(default_factory=dict)  # models/ declarations refused: name -> error
-
-    @functools.cached_property
-    def config(self) -> dict:
-        """Every non-file input that changes an artifact: declared via config_changed."""
-        return {
-            "artifact_version": ARTIFACT_VERSION,
-            "tvm": environment.tvm_identity(),
-            "target": self.target.key(),
-            "passes": list(PASSES),
-        }
-
-    @functools.cached_property
-    def _step_configs(self) -> dict:
-        return {}
-
-    def config_for(self, step_name: str) -> dict:
-        """The config of one kind of step, including the digest of the code that runs it
-        (found once per step kind: every workload's step shares it)."""
-        if step_name not in self._step_configs:
-            sources = code.step_sources(step_name, self.target.sources)
-            self._step_configs[step_name] = {**self.config, "code": code.digest(sources)}
-        return self._step_configs[step_name]
-
-    def link_config(self) -> dict:
-        return {**self.config_for("link"), "cc": _compiler_or_none()}
-
-
-def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Context:
-    """The project at ``root`` (its models, its registered targets) and the target chosen."""
-    table = settings.read(root)
-    registry.load_project_targets(root, table.get("targets"))
-    # Paths stay relative to the project root, where doit runs: a moved project keeps its
-    # state (doit's keys are the paths as given).
-    project = Project(Path("."))
-    found, refused = models.discover_all(project.models_dir)
-    return Context(project, found, registry.resolve(target, mcpu=mcpu), Cache.of(project),
-                   executor_mod.configured(project), refused)
-
-
-def _compiler_or_none() -> str:
-    """The linking compiler's identity (path and version), "none" when there is none (link
-    then fails with the reason)."""
-    from ..targets.toolchain import identity
-
-    try:
-        return identity()
-    except BuildError:
-        return "none"
+BASENAMES = tuple(kind.name for kind in ALL if kind is not BENCH)  # bench is checked apart
 
 
 # -- the tasks of one model -------------------------------------------------------
@@ -143,48 +69,6 @@ def _clean_with_stamp(task) -> None:
     _remove_outputs(task.targets, task.name)
 
 
-def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tuple[str, ...]:
-    """The external data files of the model's ONNX file: those the last partition's stamp
-    lists when the ONNX file is the same (no onnx import on a no-op build), else read
-    from the ONNX file."""
-    stamp = fingerprint.read_stamp(layout.manifest)
-    sources = ((stamp or {}).get("inputs") or {}).get("sources") or {}
-    if isinstance(sources.get("onnx"), dict) and sources["onnx"].get("sha256") == onnx_digest:
-        return tuple(sources.get("external") or {})
-    from ..core.onnx_files import external_data
-
-    return external_data(spec.onnx_path)
-
-
-def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root: Path) -> dict:
-    """What decides partition's output: the settings, the model's name and the content of
-    every file it reads (the declaration, the ONNX file, its external data files). Files are
-    named for ``why`` under "file", which the cache key leaves out: the same model in
-    another checkout, or read from another virtual environment, finds the same entry."""
-    def source(path: Path) -> dict:
-        return {"file": os.path.relpath(path, root), "sha256": file_digest(path)}
-
-    onnx = source(spec.onnx_path)
-    external = _external_data(spec, layout, onnx["sha256"])
-    return {"step": "partition", "model": spec.name, "config": config,
-            "sources": {"declaration": source(spec.declaration), "onnx": onnx,
-                        "external": {name: source(spec.onnx_path.parent / name)
-                                     for name in external}}}
-
-
-def partition_step(ctx: Context, spec: ModelSpec) -> Step:
-    layout = ctx.project.model(spec.name)
-    return Step(f"partition:{spec.name}", "partition", ctx.cache, layout.manifest,
-                functools.partial(partition_inputs_of, ctx.config_for("partition"), spec, layout,
-                                  ctx.project.root),
-                PartitionOutput(layout))
-
-
-def partition_inputs(ctx: Context, spec: ModelSpec) -> dict | None:
-    """partition's inputs now (None when a file it reads is missing)."""
-    return partition_step(ctx, spec).current_inputs()
-
-
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     layout = ctx.project.model(spec.name)
     previous = manifest_mod.read(layout.manifest)
@@ -198,68 +82,6 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
         uptodate=[Uptodate(cached)],
         clean=[_clean_with_stamp],
     )
-
-
-def partition_current(ctx: Context, spec: ModelSpec) -> bool:
-    """Whether the model's partition in build/ is what a build for ``ctx.target`` would make
-    of the model as it is now (its stamp, its inputs' digests, its outputs): read only."""
-    cached = partition_step(ctx, spec)
-    inputs = cached.current_inputs()
-    return inputs is not None and cached.is_current(inputs)
-
-
-def lower_step(ctx: Context, model: str, workload: str,
-               workload_digest: str | None = None) -> Step:
-    """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
-    layout = ctx.project.model(model)
-    return Step(f"lower:{model}/{workload}", "lowered", ctx.cache,
-                layout.lowered(workload),
-                functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
-                                  workload, workload_digest))
-
-
-def codegen_step(ctx: Context, model: str, workload: str,
-                 lowered_digest: str | None = None) -> Step:
-    """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction)."""
-    layout = ctx.project.model(model)
-    return Step(f"codegen:{model}/{workload}", "object", ctx.cache,
-                layout.object(workload, ctx.target.artifact_suffix),
-                functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
-                                  layout.lowered(workload), workload, lowered_digest))
-
-
-def _lower(layout, name: str, target: TargetSpec) -> None:
-    """The lower action: the record is looked up when the step runs, not when tasks load."""
-    lower.run(layout.workload(name), active(layout, name), layout.lowered(name), target, name)
-
-
-def _record_files(layout, name: str) -> tuple[dict[str, bytes], list[str]]:
-    """The workload's record files and, for a Python schedule, its helper modules, by their
-    path relative to the record's folder; and which of them are the record."""
-    record = active(layout, name)
-    files = {p.name: p.read_bytes() for p in record.files}
-    if record.kind == PYTHON:
-        for helper in python_schedule.helpers(record.path).values():
-            rel = os.path.relpath(helper, record.path.parent)
-            files[helper.name if rel.startswith("..") else rel] = helper.read_bytes()
-    return files, [p.name for p in record.files]
-
-
-def _lower_on(executor: Executor, layout, name: str, target: TargetSpec) -> None:
-    """The lower action on an executor's worker: the same step, inputs and output as bytes."""
-    files, record = _record_files(layout, name)
-    args = {"workload": layout.workload(name).read_bytes(), "records": files,
-            "record_files": record, "target": target, "name": name}
-    out = executor.run(f"lower:{layout.name}/{name}", "lower",
-                       worker.identity("lower", target.sources), args)
-    atomic.write_bytes(layout.lowered(name), out)
-
-
-def _codegen_on(executor: Executor, layout, name: str, output: Path, target: TargetSpec) -> None:
-    args = {"lowered": layout.lowered(name).read_bytes(), "target": target, "name": name}
-    out = executor.run(f"codegen:{layout.name}/{name}", "codegen",
-                       worker.identity("codegen", target.sources), args)
-    atomic.write_bytes(output, out)
 
 
 def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
@@ -295,7 +117,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          if ctx.executor is None else
                          (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
-                task_dep=[f"lower:{model}/{w.name}"],
+                task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
                 uptodate=[Uptodate(compiled)],
                 clean=[_clean_with_stamp],
@@ -328,7 +150,7 @@ def link_placeholder(ctx: Context, model: str) -> Task:
 
 def build_task(ctx: Context, model: str) -> Task:
     return _subtask("build", model, doc=f"build {ctx.project.model(model).library}",
-                    actions=None, task_dep=[f"link:{model}", f"_warm:{model}"])
+                    actions=None, task_dep=[f"{BUILD.upstream}:{model}", f"_warm:{model}"])
 
 
 def _import_tvm() -> None:
@@ -348,7 +170,7 @@ def warm_task(ctx: Context, model: str) -> Task:
 
 
 def group(basename: str, task_dep=()) -> dict:
-    return {"basename": basename, "name": None, "doc": DOCS[basename], "task_dep": list(task_dep)}
+    return {"basename": basename, "name": None, "doc": BY_NAME[basename].doc, "task_dep": list(task_dep)}
 
 
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:

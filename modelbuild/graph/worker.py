@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..core.errors import BuildError
+from . import kinds
 
 
 class RemoteStepError(Exception):
@@ -84,7 +85,7 @@ def _noop(folder: Path, args: dict) -> bytes:
     return args["payload"]
 
 
-STEPS = {"lower": _lower, "codegen": _codegen, "noop": _noop}
+STEPS = {kinds.LOWER.name: _lower, kinds.CODEGEN.name: _codegen, "noop": _noop}
 
 
 def run_step(step: str, expected: dict, args: dict) -> bytes:

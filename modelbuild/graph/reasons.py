@@ -1,0 +1,222 @@
+"""Why a step is not current, in words a user can act on: what its stamp recorded compared
+with its inputs now. ``Step.decide(explain=True)`` (cached_step.py) calls its kind's
+function here on the way to its verdict, so `why` prints the build's own decision and
+its reasons (as ninja records its explanations inside the dirty check, and doit's
+``get_status(get_log=True)`` decides and explains in one). Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..core.layout import ModelLayout
+from ..schedules.active import active
+from . import environment, fingerprint
+from .cache import REMOTE
+from .cached_step import RESTORE, RUN, Decision, Step
+
+
+_CONFIG_WORDS = {
+    "target": "target changed",
+    "passes": "partition pass list changed",
+    "artifact_version": "modelbuild artifact format changed",
+    "cc": "C compiler changed",
+}
+
+
+def config_changes(old: dict | None, new: dict, step: str) -> list[str]:
+    if old is None:
+        return []
+    out = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) == new.get(k):
+            continue
+        if k == "code":
+            out.append(f"modelbuild's code for {step} changed (an upgrade or a local edit)")
+        elif k == "target":
+            out.append(_target_change(old.get(k), new.get(k)))
+        elif k == "tvm":
+            was, now = environment.describe(old.get(k)), environment.describe(new.get(k))
+            out.append(f"TVM changed ({was} -> {now})" if was != now else
+                       f"TVM's libraries changed ({now}: same versions, other builds)")
+        elif k in _CONFIG_WORDS:
+            out.append(f"{_CONFIG_WORDS[k]} ({old.get(k)} -> {new.get(k)})")
+        else:
+            out.append(f"setting '{k}' changed")
+    return out
+
+
+def _target_fields(key) -> dict:
+    """A target key (TargetSpec.key()) as flat fields: kind, mcpu, ..., toolchain."""
+    try:
+        data = json.loads(key)
+    except (TypeError, ValueError):
+        return {"target": str(key)}
+    if not isinstance(data, dict):
+        return {"target": str(key)}
+    fields = dict(data.get("tvm_target", data))
+    if "toolchain" in data:
+        fields["toolchain"] = data["toolchain"]
+    return fields
+
+
+def _target_change(old_key, new_key) -> str:
+    """``target changed (llvm -> c)``, or the fields that changed within one kind:
+    ``target changed (mcpu: skylake -> rocketlake)``."""
+    old, new = _target_fields(old_key), _target_fields(new_key)
+    if old.get("kind") != new.get("kind"):
+        return f"target changed ({old.get('kind', old.get('target'))} -> " \
+               f"{new.get('kind', new.get('target'))})"
+    changed = [f"{k}: {old.get(k, '(none)')} -> {new.get(k, '(none)')}"
+               for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return f"target changed ({'; '.join(changed)})"
+
+
+def _decisions(canonical: str) -> tuple[list, dict]:
+    trace = json.loads(canonical)["trace"]
+    return trace[0], {int(i): v for i, v in trace[1]}
+
+
+def record_changes(old: dict, new: dict, record_path: Path) -> list[str]:
+    """How the record a lower step uses changed, down to the trace decision."""
+    ok, nk = old.get("kind"), new.get("kind")
+    if old == new:
+        return []
+    if nk == "default":
+        return [f"record {old.get('file', '')} removed: back to TVM's default schedule"]
+    where = new.get("file", str(record_path))
+    if ok == "default":
+        return [f"record {where} added (was TVM's default schedule)"]
+    if nk == "conflict":
+        return [f"two records for one workload: {', '.join(new['files'])} (the build will fail)"]
+    if nk == "invalid":
+        return [f"record {where} changed and does not parse (the build will fail with the reason)"]
+    if nk == "python":
+        if ok == "python" and old.get("sha256") == new.get("sha256"):
+            was, now = old.get("helpers", {}), new.get("helpers", {})
+            names = sorted(n for n in set(was) | set(now) if was.get(n) != now.get(n))
+            return [f"helper module {n} of Python schedule {where} "
+                    + ("changed" if n in was and n in now else "added" if n in now else "removed")
+                    for n in names] or [f"Python schedule {where} changed"]
+        return [f"Python schedule {where} changed"]
+    if ok != "json" or nk != "json":
+        return [f"record {where} changed ({ok} -> {nk})"]
+    old_insts, old_dec = _decisions(old["canonical"])
+    new_insts, new_dec = _decisions(new["canonical"])
+    out = []
+    if old_insts != new_insts:
+        out.append(f"record {where} changed (trace instructions differ)")
+    for index in sorted(set(old_dec) | set(new_dec)):
+        if old_dec.get(index) != new_dec.get(index):
+            out.append(f"record {where} changed (trace decision {index}: "
+                       f"{json.dumps(old_dec.get(index))} -> {json.dumps(new_dec.get(index))})")
+    if not out:
+        out.append(f"record {where} changed (its workload hash or target)")
+    return out
+
+
+def step_changes(stamp: dict | None, inputs: dict, output: Path, record_path: Path | None,
+                 upstream: str) -> list[str]:
+    """Why a cached step (lower or codegen) is not current, from its stamp."""
+    if not output.is_file():
+        return ["output missing" + ("" if stamp else " (never built)")]
+    if stamp is None:
+        return ["no stamp beside the output (built by an older modelbuild, or interrupted)"]
+    old = stamp.get("inputs", {})
+    out = config_changes(old.get("config"), inputs["config"], inputs["step"])
+    if "record" in inputs:
+        out += record_changes(old.get("record", {}), inputs["record"], record_path)
+        if old.get("workload") != inputs["workload"]:
+            out.append("workload changed (partition wrote a different TIR for it)")
+    if "lowered" in inputs and old.get("lowered") != inputs["lowered"]:
+        out.append(f"upstream output changed ({upstream})")
+    if not out and stamp.get("key") == fingerprint.key(inputs):
+        out.append("output modified since it was built")
+    return out or ["inputs changed"]
+
+
+def file_reasons(status) -> list[str]:
+    """doit's own reasons for a task with file dependencies (``get_status(get_log=True)``)."""
+    if status is None:
+        return ["never built"]
+    out = []
+    r = status.reasons
+    for target in r.get("missing_target", []):
+        out.append(f"output missing: {target}")
+    for key, words in (("changed_file_dep", "changed"), ("added_file_dep", "is a new input"),
+                       ("removed_file_dep", "is no longer an input"),
+                       ("missing_file_dep", "is missing")):
+        for path in r.get(key) or []:
+            out.append(f"{path} {words}")
+    return out
+
+
+def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[str]) -> list[str]:
+    """Why partition is not current, from its stamp, its inputs now and its outputs."""
+    if inputs is None:
+        return ["a file the model is made of is missing (the build will name it)"]
+    if stamp is None:
+        return ["never built" if not problems or problems[0].startswith("no readable manifest")
+                else "no stamp beside the manifest (built by an older modelbuild, or interrupted)"]
+    old = stamp.get("inputs") or {}
+    out = config_changes(old.get("config"), inputs["config"], "partition")
+    was, now = old.get("sources") or {}, inputs["sources"]
+    for role in ("declaration", "onnx"):
+        if (was.get(role) or {}).get("sha256") != now[role]["sha256"]:
+            out.append(f"{now[role]['file']} changed")
+    old_ext, new_ext = was.get("external") or {}, now["external"]
+    for name in sorted(set(old_ext) | set(new_ext)):
+        if name not in new_ext:
+            out.append(f"external data file {old_ext[name].get('file', name)} is no longer read")
+        elif name not in old_ext:
+            out.append(f"external data file {new_ext[name]['file']} is a new input")
+        elif old_ext[name].get("sha256") != new_ext[name]["sha256"]:
+            out.append(f"{new_ext[name]['file']} changed")
+    if old.get("model") != inputs.get("model"):
+        out.append("the model's name changed")
+    return out + problems or (["inputs changed"] if stamp.get("key") != fingerprint.key(inputs)
+                              else ["output modified since it was built"])
+
+
+def restore_words(source: str | None) -> str:
+    return "restore (remote cache)" if source == REMOTE else "restore (local cache)"
+
+
+# -- each kind's reasons, as Step.why (picklable: partials of these) --------------------
+
+def partition(step: Step, stamp: dict | None, decision: Decision) -> list[str]:
+    out = partition_changes(stamp, decision.inputs, step.artifact.problems())
+    if decision.corrupt:
+        out.append("its local cache entry is corrupt: not used")
+    if decision.corrupt_remote:
+        out.append("its remote cache entry is corrupt: not used")
+    if decision.action == RESTORE:
+        out.append(restore_words(decision.source))
+    return out
+
+
+def lower(layout: ModelLayout, workload: str, step: Step, stamp: dict | None,
+          decision: Decision) -> list[str]:
+    if decision.inputs is None:
+        return ["workload file missing"]
+    record_path = active(layout, workload).path or layout.record(workload)
+    out = step_changes(stamp, decision.inputs, step.output, record_path, "")
+    if decision.action == RUN and decision.corrupt:
+        out.append("its cache entry is corrupt: rebuilt")
+    if decision.action == RESTORE:
+        out.append(restore_words(decision.source))
+    return out
+
+
+def codegen(upstream: str, step: Step, stamp: dict | None, decision: Decision) -> list[str]:
+    """``upstream``: how the lowered TIR it reads comes about (lower's task, current or
+    restored from the cache)."""
+    if decision.inputs is None:
+        return ["lowered TIR missing"]
+    out = step_changes(stamp, decision.inputs, step.output, None, upstream)
+    if decision.corrupt:
+        out.append("its cache entry is corrupt: rebuilt")
+    if decision.action == RESTORE:
+        out.append(restore_words(decision.source))
+    return out

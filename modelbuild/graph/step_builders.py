@@ -1,0 +1,86 @@
+"""The cached steps of a model (cached_step.Step): what each reads, where its output is,
+which cache section keeps it. The task creators (tasks.py) and `why` (plan.py) build the
+same steps, so both act on the same decision."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from ..core.digest import file_digest
+from ..core.layout import ModelLayout
+from ..core.models import ModelSpec
+from . import fingerprint, kinds, reasons
+from .cached_step import Step
+from .context import Context
+from .partition_output import PartitionOutput
+
+
+def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tuple[str, ...]:
+    """The external data files of the model's ONNX file: those the last partition's stamp
+    lists when the ONNX file is the same (no onnx import on a no-op build), else read
+    from the ONNX file."""
+    stamp = fingerprint.read_stamp(layout.manifest)
+    sources = ((stamp or {}).get("inputs") or {}).get("sources") or {}
+    if isinstance(sources.get("onnx"), dict) and sources["onnx"].get("sha256") == onnx_digest:
+        return tuple(sources.get("external") or {})
+    from ..core.onnx_files import external_data
+
+    return external_data(spec.onnx_path)
+
+
+def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root: Path) -> dict:
+    """What decides partition's output: the settings, the model's name and the content of
+    every file it reads (the declaration, the ONNX file, its external data files). Files are
+    named for ``why`` under "file", which the cache key leaves out: the same model in
+    another checkout, or read from another virtual environment, finds the same entry."""
+    def source(path: Path) -> dict:
+        return {"file": os.path.relpath(path, root), "sha256": file_digest(path)}
+
+    onnx = source(spec.onnx_path)
+    external = _external_data(spec, layout, onnx["sha256"])
+    return {"step": "partition", "model": spec.name, "config": config,
+            "sources": {"declaration": source(spec.declaration), "onnx": onnx,
+                        "external": {name: source(spec.onnx_path.parent / name)
+                                     for name in external}}}
+
+
+def partition_step(ctx: Context, spec: ModelSpec) -> Step:
+    layout = ctx.project.model(spec.name)
+    return Step(f"partition:{spec.name}", kinds.PARTITION.cache, ctx.cache, layout.manifest,
+                functools.partial(partition_inputs_of, ctx.config_for("partition"), spec, layout,
+                                  ctx.project.root),
+                PartitionOutput(layout), reasons.partition)
+
+
+def partition_current(ctx: Context, spec: ModelSpec) -> bool:
+    """Whether the model's partition in build/ is what a build for ``ctx.target`` would make
+    of the model as it is now (its stamp, its inputs' digests, its outputs): read only."""
+    cached = partition_step(ctx, spec)
+    inputs = cached.current_inputs()
+    return inputs is not None and cached.is_current(inputs)
+
+
+def lower_step(ctx: Context, model: str, workload: str,
+               workload_digest: str | None = None) -> Step:
+    """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
+    layout = ctx.project.model(model)
+    return Step(f"lower:{model}/{workload}", kinds.LOWER.cache, ctx.cache,
+                layout.lowered(workload),
+                functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
+                                  workload, workload_digest),
+                why=functools.partial(reasons.lower, layout, workload))
+
+
+def codegen_step(ctx: Context, model: str, workload: str,
+                 lowered_digest: str | None = None, upstream: str | None = None) -> Step:
+    """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction);
+    ``upstream``: how that TIR comes about, for the reasons (by default lower's task name)."""
+    layout = ctx.project.model(model)
+    upstream = upstream or f"lower:{model}/{workload}"
+    return Step(f"codegen:{model}/{workload}", kinds.CODEGEN.cache, ctx.cache,
+                layout.object(workload, ctx.target.artifact_suffix),
+                functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
+                                  layout.lowered(workload), workload, lowered_digest),
+                why=functools.partial(reasons.codegen, upstream))
