@@ -32,8 +32,7 @@ from ..core.errors import BuildError
 from ..core.layout import ModelLayout, Project
 from ..core.models import ModelSpec
 from ..core.passes import PASSES
-from ..schedules import python_schedule
-from ..schedules.active import PYTHON, active
+from ..schedules.active import Active, located
 from ..steps import codegen, link, lower, partition
 from ..targets import registry
 from ..targets.registry import TargetSpec
@@ -225,35 +224,26 @@ def codegen_step(ctx: Context, model: str, workload: str,
                                   layout.lowered(workload), workload, lowered_digest))
 
 
-def _lower(layout, name: str, target: TargetSpec) -> None:
-    """The lower action: the record is looked up when the step runs, not when tasks load."""
-    lower.run(layout.workload(name), active(layout, name), layout.lowered(name), target, name)
+def _lower(workload: bytes, record: Active, layout, name: str, target: TargetSpec) -> None:
+    """The lower action, given the workload's TIR and its record as the step read them for
+    its key (fingerprint.lower_inputs: once, when the step runs, not when tasks load)."""
+    atomic.write_bytes(layout.lowered(name), lower.lowered(workload, record, target, name))
 
 
-def _record_files(layout, name: str) -> tuple[dict[str, bytes], list[str]]:
-    """The workload's record files and, for a Python schedule, its helper modules, by their
-    path relative to the record's folder; and which of them are the record."""
-    record = active(layout, name)
-    files = {p.name: p.read_bytes() for p in record.files}
-    if record.kind == PYTHON:
-        for helper in python_schedule.helpers(record.path).values():
-            rel = os.path.relpath(helper, record.path.parent)
-            files[helper.name if rel.startswith("..") else rel] = helper.read_bytes()
-    return files, [p.name for p in record.files]
-
-
-def _lower_on(executor: Executor, layout, name: str, target: TargetSpec) -> None:
-    """The lower action on an executor's worker: the same step, inputs and output as bytes."""
-    files, record = _record_files(layout, name)
-    args = {"workload": layout.workload(name).read_bytes(), "records": files,
-            "record_files": record, "target": target, "name": name}
+def _lower_on(workload: bytes, record: Active, executor: Executor, layout, name: str,
+              target: TargetSpec) -> None:
+    """The lower action on an executor's worker: the same step, given the same bytes and
+    the same record object (its files' bytes inside), the output as bytes."""
+    args = {"workload": workload, "record": record, "target": target, "name": name}
     out = executor.run(f"lower:{layout.name}/{name}", "lower",
                        worker.identity("lower", target.sources), args)
     atomic.write_bytes(layout.lowered(name), out)
 
 
-def _codegen_on(executor: Executor, layout, name: str, output: Path, target: TargetSpec) -> None:
-    args = {"lowered": layout.lowered(name).read_bytes(), "target": target, "name": name}
+def _codegen_on(lowered: bytes, executor: Executor, layout, name: str, output: Path,
+                target: TargetSpec) -> None:
+    """The codegen action on an executor's worker, given the lowered TIR the step read."""
+    args = {"lowered": lowered, "target": target, "name": name}
     out = executor.run(f"codegen:{layout.name}/{name}", "codegen",
                        worker.identity("codegen", target.sources), args)
     atomic.write_bytes(output, out)
@@ -268,12 +258,12 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          hint=f"run `doit partition:{model}` first")
     objects = []
     for w in man.workloads:
-        record = active(layout, w.name)
+        record = located(layout, w.name)
         lowered = lower_step(ctx, model, w.name)
         if "lower" in kinds:
             yield _subtask(
                 "lower", f"{model}/{w.name}",
-                doc=f"apply {record.path or 'the default schedule'} to {w.name}",
+                doc=f"apply {record[0] if record else 'the default schedule'} to {w.name}",
                 actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])
                          if ctx.executor is None else
                          (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
@@ -287,8 +277,8 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             yield _subtask(
                 "codegen", f"{model}/{w.name}",
                 doc=f"compile {w.name} for {ctx.target.name}",
-                actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
-                                 compiled.output, ctx.target, w.name])
+                actions=[(step, [compiled.build, codegen.compile_to, compiled.output, ctx.target,
+                                 w.name])
                          if ctx.executor is None else
                          (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
