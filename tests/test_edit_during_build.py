@@ -158,3 +158,49 @@ def test_an_edit_while_a_step_computes_is_not_filed_under_the_key_of_what_it_rea
     step.build(compute)
     assert step.cache.get("lowered", key_v1) == _record_json("w", "1").encode()
     assert fingerprint.read_stamp(layout.lowered("w"))["key"] == key_v1
+
+
+TILING = "FACTOR = {factor}\n"
+SCHEDULE = '''
+from _tiling import FACTOR
+
+
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    outer, inner = sch.split(x, factors=[None, FACTOR])
+    sch.reorder(n, f, y, rc, ry, rx, outer, inner)
+    sch.vectorize(inner)
+'''
+
+
+def test_a_python_schedule_runs_from_the_bytes_read_locally_and_on_a_worker(tiny_copy):
+    """The record object holds the schedule's and its helper's bytes: applied from them
+    (an edit after the read is the next build's), and shipped as is to a worker, which
+    lowers to the same bytes without the files."""
+    import pickle
+
+    from modelbuild.graph import worker
+    from modelbuild.schedules.active import Python, active
+    from modelbuild.steps import lower
+    from modelbuild.targets import registry
+
+    workload = tiny_conv_workload(tiny_copy)
+    layout = Layout(tiny_copy.root).model("tiny")
+    layout.records_dir.mkdir(parents=True, exist_ok=True)
+    (layout.records_dir / "_tiling.py").write_text(TILING.format(factor=8))
+    layout.python_record(workload).write_text(SCHEDULE)
+    spec, tir = registry.resolve("llvm"), layout.workload(workload).read_bytes()
+    record = active(layout, workload)
+    assert isinstance(record, Python) and set(record.files()) == {
+        layout.python_record(workload), layout.records_dir / "_tiling.py"}
+    # edited after the read: the helper, and the schedule into one that fails
+    (layout.records_dir / "_tiling.py").write_text(TILING.format(factor=4))
+    built = lower.lowered(tir, record, spec, workload)
+    edited = lower.lowered(tir, active(layout, workload), spec, workload)
+    assert built != edited  # the helper's edit matters, and was not read by ``built``
+    layout.python_record(workload).write_text("raise SystemExit('read again')\n")
+    assert lower.lowered(tir, record, spec, workload) == built
+    shipped = pickle.loads(pickle.dumps(record))
+    args = {"workload": tir, "record": shipped, "target": spec, "name": workload}
+    assert worker.run_step("lower", worker.identity("lower", spec.sources), args) == built
