@@ -133,7 +133,12 @@ class Step:
     def build(self, compute: Callable, *args) -> None:
         """The task's action: restore if another process filled the local entry meanwhile
         (the remote tier was asked by the uptodate check just before), else
-        ``compute(*args)`` (which writes the output) and store the result."""
+        ``compute(*given, *args)`` (which writes the output) and store the result.
+
+        Each input is read once (issue 19): ``given`` is what ``self.inputs()`` read to
+        describe them (fingerprint.Inputs: the bytes, the parsed record; empty for a step
+        whose compute reads its own files), so the key, the output and the stamp all come
+        from the same bytes, whatever is edited meanwhile."""
         try:
             inputs = self.inputs()
         except FileNotFoundError as err:
@@ -147,10 +152,12 @@ class Step:
             self.restore(inputs, found.payload, found.source)
             return
         self.cache.log("miss", self.kind, key)
-        compute(*args)
+        compute(*getattr(inputs, "given", ()), *args)
         payload = self.artifact.pack()
+        # An input edited while building: no stamp, no entry; the next run rebuilds (an
+        # extra check: the output is already the read inputs' own, given to compute above).
         if self.inputs() != inputs:
-            return  # an input was edited while building: no stamp, no entry; next run rebuilds
+            return
         self.cache.put(self.kind, key, payload)
         self._stamp(inputs)
 

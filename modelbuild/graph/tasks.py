@@ -30,7 +30,7 @@ from doit.tools import config_changed
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError
 from ..core.models import ModelSpec
-from ..schedules.active import active
+from ..schedules.active import located
 from ..steps import codegen, link, partition
 from . import bench_task, fingerprint, link_check, model_errors
 from .actions import invalid, step
@@ -93,12 +93,12 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          hint=f"run `doit partition:{model}` first")
     objects = []
     for w in man.workloads:
-        record = active(layout, w.name)
+        record = located(layout, w.name)
         lowered = lower_step(ctx, model, w.name)
         if "lower" in kinds:
             yield _subtask(
                 "lower", f"{model}/{w.name}",
-                doc=f"apply {record.path or 'the default schedule'} to {w.name}",
+                doc=f"apply {record[0] if record else 'the default schedule'} to {w.name}",
                 actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])
                          if ctx.executor is None else
                          (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
@@ -112,8 +112,8 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             yield _subtask(
                 "codegen", f"{model}/{w.name}",
                 doc=f"compile {w.name} for {ctx.target.name}",
-                actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
-                                 compiled.output, ctx.target, w.name])
+                actions=[(step, [compiled.build, codegen.compile_to, compiled.output, ctx.target,
+                                 w.name])
                          if ctx.executor is None else
                          (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
