@@ -126,7 +126,7 @@ def project_of(args) -> Project:
                              "(no dodo.py and models/ there)")
     else:
         root = find_root()
-    registry.load_project_targets(root, settings.read(root).get("targets"))
+    registry.load_project_targets(root, settings.resolve(root).get("targets"))
     return Project(root)
 
 

@@ -98,14 +98,14 @@ class Context:
 
 def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Context:
     """The project at ``root`` (its models, its registered targets) and the target chosen."""
-    table = settings.read(root)
-    registry.load_project_targets(root, table.get("targets"))
+    config = settings.resolve(root)
+    registry.load_project_targets(root, config.get("targets"))
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
     return Context(project, models.discover(project.models_dir),
-                   registry.resolve(target, mcpu=mcpu), Cache.of(project),
-                   executor_mod.configured(project))
+                   registry.resolve(target, mcpu=mcpu), Cache.of(project, config),
+                   executor_mod.configured(project, config))
 
 
 def _compiler_or_none() -> str:
