@@ -9,6 +9,7 @@ and codegen run on those workers. Runs in the foreground until Ctrl-C (or
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from ..core import atomic
 from ..core.errors import BuildError
 from ..graph import executor
 from ..graph.worker import describe
+from . import options
 from .output import console
 from .workspace import project_of
 
@@ -55,6 +57,19 @@ def _worker_identity() -> dict:
     from ..graph.worker import identity
 
     return {"pid": os.getpid(), "runs": describe(identity("codegen", ()))}
+
+
+HELP = "warm build workers (Dask) for this project's builds, until Ctrl-C"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild serve --help``)."""
+    p.add_argument("--workers", type=options.positive, default=2,
+                   help="worker processes (default 2)")
+    p.add_argument("--port", type=options.natural, default=0,
+                   help="the scheduler's port on 127.0.0.1 (default: any free one)")
+    p.add_argument("--stop", action="store_true", help="stop the serve of this project")
+    p.add_argument("--status", action="store_true", help="is one running, with which workers")
 
 
 def run(args) -> int:

@@ -7,12 +7,12 @@ Files are polled (mtime and size): no extra dependency, works everywhere.
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
 from doit.cmd_base import DodoTaskLoader
 from doit.doit_cmd import DoitMain
-from rich.console import Console
 
 from ..core import manifest, models
 from ..core.errors import BuildError
@@ -21,9 +21,9 @@ from ..graph.reporter import WatchReporter
 from ..graph.tasks import BuildGraph
 from ..measure.latency import library_latency, model_inputs
 from ..targets import registry
-from .workspace import choice_of, model_layout, project_of
-
-console = Console(highlight=False, soft_wrap=True)
+from . import options
+from .output import console
+from .workspace import resolve_model
 
 
 def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
@@ -124,9 +124,17 @@ def watch(project: Project, model: str, choice: registry.Choice = registry.Choic
         return 0
 
 
+HELP = "rebuild a model in one warm process on every edit"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild watch --help``)."""
+    options.model(p)
+    p.add_argument("--bench", action="store_true", help="print end-to-end latency after each rebuild")
+    options.target(p)
+
+
 def run(args) -> int:
-    project = project_of(args)
-    model_layout(project, args.model)
-    choice = choice_of(args)
-    choice.resolve()
-    return watch(project, args.model, choice, bench=args.bench)
+    ws = resolve_model(args)
+    ws.spec  # an unknown target is an error before the first build
+    return watch(ws.project, args.model, ws.choice, bench=args.bench)
