@@ -11,7 +11,9 @@ in the ``[tool.modelbuild]`` table of the project's pyproject.toml, else its def
 
 Every setting is one ``Setting`` in ``SETTINGS`` (its key, its environment variable, its
 default, how its value is checked, an example for the hint); nothing else reads the
-environment or the table for them. ``resolve(root)`` reads the table once; a value is
+environment or the table for them. To add one, add a ``Setting`` line there (and a row
+to the README's configuration table), then read it where it is used with
+``config.get(key)`` (``config.path(key)`` for a file) on the ``Settings`` passed in. ``resolve(root)`` reads the table once; a value is
 checked when it is asked for, so a bad value of a setting that is not used is no error.
 Reading it is plain file work, no TVM. A missing file or table means defaults; an
 unreadable one, or an unknown key, is an error naming the file.
@@ -58,15 +60,18 @@ def _any(value):
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: ``key`` under [tool.modelbuild], ``env`` (None: pyproject only), the
-    ``default``, ``check`` (value -> parsed value, ValueError with the reason when bad) and
-    ``example``, the value the error's hint suggests."""
+    """One setting: ``key`` (its name under [tool.modelbuild]), ``env`` (its environment
+    variable; None: pyproject only), the ``default``, ``check`` (value -> parsed value,
+    ValueError with the reason when bad), ``example`` (the value the error's hint
+    suggests) and ``in_pyproject`` (False: environment only, e.g. a secret; the key is
+    then only its name, and an error in the table)."""
 
     key: str
     env: str | None
     default: Any
     check: Callable[[Any], Any] = _text
     example: str = ""
+    in_pyproject: bool = True
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -80,15 +85,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("executor", "MODELBUILD_EXECUTOR", None, _text, "tcp://host:8786"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
-KNOWN = tuple(BY_KEY)
+KNOWN = tuple(s.key for s in SETTINGS if s.in_pyproject)   # the keys [tool.modelbuild] may hold
 
 
 def hint(key: str) -> str:
     """Where the user sets ``key``: its environment variable and its pyproject key."""
     setting = BY_KEY[key]
-    where = f"`{key}` under [tool.modelbuild] in pyproject.toml"
-    if setting.env:
-        where = f"{setting.env} or {where}"
+    places = [setting.env] if setting.env else []
+    if setting.in_pyproject:
+        places.append(f"`{key}` under [tool.modelbuild] in pyproject.toml")
+    where = " or ".join(places)
     return f"set {where}" + (f", e.g. {setting.example}" if setting.example else "")
 
 
@@ -107,7 +113,7 @@ class Settings:
         setting = BY_KEY[key]
         if setting.env and self.environ.get(setting.env):
             return ENV
-        return PYPROJECT if key in self.table else DEFAULT
+        return PYPROJECT if setting.in_pyproject and key in self.table else DEFAULT
 
     def raw(self, key: str):
         """``key``'s value as given, unchecked."""
@@ -126,6 +132,16 @@ class Settings:
             return BY_KEY[key].check(value)
         except ValueError as err:
             raise BuildError(f"{key} {err}", hint=hint(key)) from None
+
+
+    def path(self, key: str) -> Path | None:
+        """``key``'s value as a path (None when not set): from the environment as given,
+        from pyproject.toml relative to the project root."""
+        value = self.get(key)
+        if value is None:
+            return None
+        path = Path(str(value)).expanduser()
+        return self.root / path if self.origin(key) == PYPROJECT else path
 
 
 def resolve(root: Path, environ: Mapping[str, str] | None = None) -> Settings:

@@ -68,12 +68,8 @@ class Found:
 def location(project: Project, config: settings.Settings | None = None) -> Path:
     """The cache directory of ``project``: $MODELBUILD_CACHE as given, else ``cache-dir``
     relative to the project root, else build/.cache."""
-    config = config or settings.resolve(project.root)
-    configured = config.get("cache-dir")
-    if configured is None:
-        return project.build_dir / ".cache"
-    path = Path(configured).expanduser()
-    return path if config.origin("cache-dir") == settings.ENV else project.root / path
+    configured = (config or settings.resolve(project.root)).path("cache-dir")
+    return configured if configured is not None else project.build_dir / ".cache"
 
 
 def events_file(project: Project) -> Path:
