@@ -44,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     """Parse, run one command, and say what went wrong on stderr: a BuildError as its
     message and hint (exit 1), anything else as an internal error (exit 2), Ctrl-C as
     "interrupted" (exit 130). Never a traceback, unless MODELBUILD_TRACEBACK=1."""
-    args = build_parser().parse_args(argv)
+    where = "python -m modelbuild"
     try:
-        command = importlib.import_module(f"{__package__}.{args.module}")
-        return command.run(args)
+        args = build_parser().parse_args(argv)  # imports every command module
+        where += " " + args.command
+        return importlib.import_module(f"{__package__}.{args.module}").run(args)
     except BuildError as err:
         errors.print(f"[red]{escape(str(err))}[/red]")
         return 1
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         errors.print("interrupted")
         return 130
     except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
-        errors.print(f"[red]{escape(internal_error(err, 'python -m modelbuild ' + args.command))}[/red]")
+        errors.print(f"[red]{escape(internal_error(err, where))}[/red]")
         return 2
 
 
