@@ -11,15 +11,9 @@ import argparse
 import time
 from pathlib import Path
 
-from doit.cmd_base import DodoTaskLoader
-from doit.doit_cmd import DoitMain
-
 from ..core import manifest, models
 from ..core.errors import BuildError
 from ..core.layout import Project
-from ..graph.reporter import WatchReporter
-from ..graph.tasks import BuildGraph
-from ..measure.latency import library_latency, model_inputs
 from ..targets import registry
 from . import options
 from .output import console
@@ -49,33 +43,39 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     return stamps
 
 
-class _FreshGraph(DodoTaskLoader):
+def _fresh_graph(root: Path, model: str, choice: registry.Choice):
     """doit's loader of the project's dodo.py (its settings, the targets it registers),
     with the task creators of a new BuildGraph on every rebuild: an edited model
-    declaration or record is read again, exactly as a new `doit` process would."""
+    declaration or record is read again, exactly as a new `doit` process would. (doit and
+    the graph are imported here, not when the command line is parsed.)"""
+    from doit.cmd_base import DodoTaskLoader
 
-    def __init__(self, root: Path, model: str, choice: registry.Choice):
-        super().__init__()
-        self.root, self.model, self.choice = root, model, choice
+    from ..graph.reporter import WatchReporter
+    from ..graph.tasks import BuildGraph
 
-    def setup(self, opt_values):
-        super().setup(opt_values)
-        config = dict(self.namespace.get("DOIT_CONFIG", {}))
-        config["reporter"] = WatchReporter
-        self.namespace["DOIT_CONFIG"] = config
+    class FreshGraph(DodoTaskLoader):
+        def setup(self, opt_values):
+            super().setup(opt_values)
+            config = dict(self.namespace.get("DOIT_CONFIG", {}))
+            config["reporter"] = WatchReporter
+            self.namespace["DOIT_CONFIG"] = config
 
-    def load_tasks(self, cmd, pos_args):
-        variables = {"target": self.choice.name, "mcpu": self.choice.mcpu}
-        graph = BuildGraph(self.root, var=lambda name, default=None: variables.get(name, default),
-                           requested=[f"build:{self.model}"])
-        self.namespace.update(graph.creators())
-        return super().load_tasks(cmd, pos_args)
+        def load_tasks(self, cmd, pos_args):
+            variables = {"target": choice.name, "mcpu": choice.mcpu}
+            graph = BuildGraph(root, var=lambda name, default=None: variables.get(name, default),
+                               requested=[f"build:{model}"])
+            self.namespace.update(graph.creators())
+            return super().load_tasks(cmd, pos_args)
+
+    return FreshGraph()
 
 
 def rebuild(project: Project, model: str, choice: registry.Choice) -> tuple[int, float]:
     """One in-process `doit build:<model>`; returns (doit's exit code, seconds)."""
+    from doit.doit_cmd import DoitMain
+
     start = time.perf_counter()
-    loader = _FreshGraph(project.root, model, choice)
+    loader = _fresh_graph(project.root, model, choice)
     code = DoitMain(loader).run(["-f", str(project.root / "dodo.py"), f"build:{model}",
                                  *choice.doit_vars()])
     return code, time.perf_counter() - start
@@ -85,6 +85,8 @@ def watch(project: Project, model: str, choice: registry.Choice = registry.Choic
           bench: bool = False,
           interval: float = 0.05) -> int:
     import tvm  # noqa: F401  - loaded once, for every rebuild to come
+
+    from ..measure.latency import library_latency, model_inputs
 
     previous = None
     console.print(f"[bold]watch[/bold] {model}: building once, then on every change to "

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ..graph import plan
 from . import options
 from .output import console
 from .workspace import choice_of, model_layout, project_of
@@ -25,6 +24,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from ..graph import plan
+
     project = project_of(args)
     model_layout(project, args.model)
     # doit's state names files relative to the project root, where doit runs the build:
