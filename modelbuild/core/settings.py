@@ -74,12 +74,14 @@ class Setting:
     in_pyproject: bool = True
 
 
+REMOTE_CACHE_MODES = ("read", "read-write")
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("cache-dir", "MODELBUILD_CACHE", None, _text, "/var/cache/modelbuild"),
     Setting("targets", None, None, _any, '["my_targets"]'),
     Setting("remote-cache", "MODELBUILD_REMOTE_CACHE", None, _text, "s3://bucket/prefix"),
     Setting("remote-cache-mode", "MODELBUILD_REMOTE_CACHE_MODE", "read",
-            _one_of("read", "read-write"), "read or read-write"),
+            _one_of(*REMOTE_CACHE_MODES), "read or read-write"),
     Setting("remote-cache-timeout", "MODELBUILD_REMOTE_CACHE_TIMEOUT", 10.0, _positive_seconds,
             "10"),
     Setting("executor", "MODELBUILD_EXECUTOR", None, _text, "tcp://host:8786"),

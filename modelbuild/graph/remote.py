@@ -30,7 +30,7 @@ from ..core import settings
 from ..core.errors import BuildError
 from ..core.layout import Project
 
-MODES = ("read", "read-write")
+MODES = settings.REMOTE_CACHE_MODES
 DEFAULT_TIMEOUT = settings.BY_KEY["remote-cache-timeout"].default
 
 
