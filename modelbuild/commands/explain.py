@@ -315,7 +315,7 @@ def run(args) -> int:
     elif args.node:
         render_node(console, report)
     elif args.workload:
-        render_workload(console, report, project.root)
+        render_workload(console, report, ws.project.root)
     else:
         render_model(console, report)
     return 0
