@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from ..core.errors import BuildError
 from ..core.units import format_size, parse_size
 from ..graph import cache
 from ..graph.remote import redact
+from . import options
 from .output import console
 from .workspace import project_of
+
+HELP = "the artifact cache: stats, prune --max-size SIZE, clear"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild cache --help``)."""
+    p.add_argument("action", choices=("stats", "prune", "clear"))
+    p.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G)")
+    options.json_output(p, "stats: machine-readable output")
 
 
 def run(args) -> int:

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
+
 from pathlib import Path
 
 from ..core.errors import BuildError
 from ..schedules import records
 from ..schedules.active import Invalid, Python, Trace, records_in
+from . import options
 from .output import console
-from .workspace import workloads_of
+from .workspace import resolve_model
+
+HELP = "write a model's records as a MetaSchedule JSONDatabase"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild export --help``)."""
+    options.model(p)
+    p.add_argument("out_dir")
+    options.target(p)
 
 
 def run(args) -> int:
@@ -17,7 +29,8 @@ def run(args) -> int:
     from ..core.workloads import structural_hash
     from ..schedules import msdb
 
-    project, spec, funcs = workloads_of(args)
+    ws = resolve_model(args)
+    project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     layout = project.model(args.model)
     found = records_in(layout.records_dir)
     unknown = [rec.workload for rec in found if rec.workload not in funcs]

@@ -35,7 +35,7 @@ from ..core.digest import bytes_digest
 from ..core.layout import Project
 from .remote import RemoteStore
 
-ENV = "MODELBUILD_CACHE"
+ENV = settings.BY_KEY["cache-dir"].env
 _MAGIC = b"modelbuild-cache/1"
 EVENTS = ("hit", "miss", "corrupt", "upload")
 LOCAL, REMOTE = "local", "remote"
@@ -65,15 +65,11 @@ class Found:
     corrupt_remote: bool = False   # the remote entry exists but is damaged
 
 
-def location(project: Project) -> Path:
-    """The cache directory of ``project`` (absolute when configured, else under build/)."""
-    configured = os.environ.get(ENV)
-    if configured:
-        return Path(configured).expanduser()
-    table = settings.read(project.root)
-    if "cache-dir" in table:
-        return project.root / Path(str(table["cache-dir"])).expanduser()
-    return project.build_dir / ".cache"
+def location(project: Project, config: settings.Settings | None = None) -> Path:
+    """The cache directory of ``project``: $MODELBUILD_CACHE as given, else ``cache-dir``
+    relative to the project root, else build/.cache."""
+    configured = (config or settings.resolve(project.root)).path("cache-dir")
+    return configured if configured is not None else project.build_dir / ".cache"
 
 
 def events_file(project: Project) -> Path:
@@ -87,10 +83,12 @@ class Cache:
     remote: RemoteStore | None = None  # the remote tier, if the project has one
 
     @classmethod
-    def of(cls, project: Project) -> "Cache":
+    def of(cls, project: Project, config: settings.Settings | None = None) -> "Cache":
+        """The cache of ``project`` with its settings (resolved here when not given)."""
         from .remote import configured
 
-        return cls(location(project), events_file(project), configured(project))
+        config = config or settings.resolve(project.root)
+        return cls(location(project, config), events_file(project), configured(project, config))
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key

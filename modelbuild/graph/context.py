@@ -62,14 +62,14 @@ class Context:
 
 def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Context:
     """The project at ``root`` (its models, its registered targets) and the target chosen."""
-    table = settings.read(root)
-    registry.load_project_targets(root, table.get("targets"))
+    config = settings.resolve(root)
+    registry.load_project_targets(root, config.get("targets"))
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
     found, refused = models.discover_all(project.models_dir)
-    return Context(project, found, registry.resolve(target, mcpu=mcpu), Cache.of(project),
-                   executor_mod.configured(project), refused)
+    return Context(project, found, registry.resolve(target, mcpu=mcpu), Cache.of(project, config),
+                   executor_mod.configured(project, config), refused)
 
 
 def _compiler_or_none() -> str:

@@ -30,11 +30,8 @@ from ..core import settings
 from ..core.errors import BuildError
 from ..core.layout import Project
 
-URL_ENV = "MODELBUILD_REMOTE_CACHE"
-MODE_ENV = "MODELBUILD_REMOTE_CACHE_MODE"
-TIMEOUT_ENV = "MODELBUILD_REMOTE_CACHE_TIMEOUT"
-MODES = ("read", "read-write")
-DEFAULT_TIMEOUT = 10.0
+MODES = settings.REMOTE_CACHE_MODES
+DEFAULT_TIMEOUT = settings.BY_KEY["remote-cache-timeout"].default
 
 
 def redact(url: str) -> str:
@@ -54,8 +51,7 @@ class RemoteStore:
     def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT):
         if mode not in MODES:
             raise BuildError(f"remote-cache-mode must be one of {', '.join(MODES)}, not '{mode}'",
-                             hint=f"set {MODE_ENV} or `remote-cache-mode` under "
-                                  "[tool.modelbuild] in pyproject.toml to read or read-write")
+                             hint=settings.hint("remote-cache-mode"))
         self.url = url.rstrip("/")
         self.mode = mode
         self.timeout = timeout
@@ -162,21 +158,11 @@ class RemoteStore:
             return False
 
 
-def configured(project: Project) -> RemoteStore | None:
-    """The project's remote cache, or None when none is configured."""
-    table = settings.read(project.root)
-    url = os.environ.get(URL_ENV) or table.get("remote-cache")
+def configured(project: Project, config: settings.Settings | None = None) -> RemoteStore | None:
+    """The project's remote cache, or None when none is configured (``config``: the
+    project's settings, resolved here when not given)."""
+    config = config or settings.resolve(project.root)
+    url = config.get("remote-cache")
     if not url:
         return None
-    mode = os.environ.get(MODE_ENV) or table.get("remote-cache-mode", "read")
-    raw_timeout = os.environ.get(TIMEOUT_ENV) or table.get("remote-cache-timeout", DEFAULT_TIMEOUT)
-    try:
-        timeout = float(raw_timeout)
-        if timeout <= 0:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise BuildError(f"remote-cache-timeout must be a positive number of seconds, "
-                         f"not {raw_timeout!r}",
-                         hint=f"set {TIMEOUT_ENV} or `remote-cache-timeout` under "
-                              "[tool.modelbuild] in pyproject.toml, e.g. 10") from None
-    return RemoteStore(str(url), str(mode), timeout)
+    return RemoteStore(url, config.get("remote-cache-mode"), config.get("remote-cache-timeout"))

@@ -28,7 +28,7 @@ from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
 from ..core import manifest as manifest_mod
-from ..core.errors import BuildError
+from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
 from ..schedules.active import located
 from ..steps import codegen, link, partition
@@ -184,20 +184,16 @@ def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> 
             continue
         model, _, workload = rest.partition("/")
         if model not in ctx.models:
-            known = ", ".join(ctx.models) or "(none)"
-            raise invalid(
-                f"unknown model '{model}' in '{arg}'. Known models: {known}.\n"
-                f"  hint: declare it in models/{model}.toml, or drop models/{model}.onnx "
-                "into the project")
+            raise invalid(str(unknown_model(model, ctx.models, where=f" in '{arg}'")))
         if base in ("lower", "codegen"):
             man = manifest_mod.read(ctx.project.model(model).manifest)
             if man is None:
                 raise invalid(f"'{arg}': model '{model}' is not partitioned yet, so its workloads "
                               f"are not known.\n  hint: doit build:{model} (or partition:{model})")
             if not workload or man.workload(workload) is None:
-                raise invalid(f"'{arg}': model '{model}' has no workload '{workload}'.\n"
-                              f"  hint: `doit list --all` or `python -m modelbuild inspect {model}` "
-                              "lists them")
+                err = no_workload(model, workload, hint=f"`doit list --all` or "
+                                  f"`python -m modelbuild inspect {model}` lists them")
+                raise invalid(f"'{arg}': {str(err).removeprefix('error: ')}")
 
 
 # -- the task creators dodo.py exposes ----------------------------------------------
