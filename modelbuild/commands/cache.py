@@ -1,9 +1,13 @@
-"""`python -m modelbuild cache stats|prune|clear`: the artifact cache."""
+"""`python -m modelbuild cache stats|prune|clear|keygen`: the artifact cache."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from rich.markup import escape
+
+from ..core import signing
 from ..core.errors import BuildError
 from ..core.units import format_size, parse_size
 from ..graph import cache
@@ -12,7 +16,21 @@ from .output import console
 from .workspace import project_of
 
 
+def keygen(folder: str | None) -> int:
+    """A key pair for signing the remote cache: the private key for CI, the public for the repo."""
+    if not folder:
+        raise BuildError("cache keygen needs a folder", hint="e.g. cache keygen keys/")
+    private, public = signing.keygen(Path(folder))
+    console.print(escape(f"wrote {private} (private, mode 0600: a secret file for CI only, "
+                         "named by MODELBUILD_REMOTE_CACHE_SIGNING_KEY; never commit it)"))
+    console.print(escape(f"wrote {public} (public: commit it and set remote-cache-public-key = "
+                         f"\"<its path from the project root>\" under [tool.modelbuild])"))
+    return 0
+
+
 def run(args) -> int:
+    if args.action == "keygen":
+        return keygen(args.folder)
     project = project_of(args)
     store = cache.Cache.of(project)
     if args.action == "clear":

@@ -135,8 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", action="store_true", help="is one running, with which workers")
     p.set_defaults(module="serve")
 
-    p = sub.add_parser("cache", help="the artifact cache: stats, prune --max-size SIZE, clear")
-    p.add_argument("action", choices=("stats", "prune", "clear"))
+    p = sub.add_parser("cache", help="the artifact cache: stats, prune --max-size SIZE, clear, "
+                                     "keygen DIR (a key pair signing the remote cache)")
+    p.add_argument("action", choices=("stats", "prune", "clear", "keygen"))
+    p.add_argument("folder", nargs="?", help="keygen: where to write the key pair")
     p.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G)")
     p.add_argument("--json", action="store_true", help="stats: machine-readable output")
     p.set_defaults(module="cache")

@@ -6,6 +6,7 @@
     remote-cache = "s3://bucket/prefix"    # a shared cache tier (graph/remote.py)
     remote-cache-mode = "read"             # or "read-write"
     remote-cache-timeout = 10              # seconds per remote request
+    remote-cache-public-key = "keys/remote-cache.pub"  # verify remote entries (core/signing.py)
     executor = "tcp://host:8786"           # a Dask scheduler running lower and codegen
 
 Reading it is plain file work, no TVM. A missing file or table means defaults;
@@ -20,7 +21,9 @@ from . import toml
 from .errors import BuildError
 
 KNOWN = ("cache-dir", "targets", "remote-cache", "remote-cache-mode", "remote-cache-timeout",
-         "executor")
+         "remote-cache-public-key", "executor")
+# never settings: pyproject.toml is committed, a private key must not be
+SECRETS = ("remote-cache-signing-key", "remote-cache-private-key")
 
 
 def read(root: Path) -> dict:
@@ -34,6 +37,12 @@ def read(root: Path) -> dict:
         raise BuildError(f"not valid TOML: {err}", file=path) from None
     if not isinstance(table, dict):
         raise BuildError("[tool.modelbuild] must be a table", file=path)
+    secret = sorted(set(table) & set(SECRETS))
+    if secret:
+        raise BuildError(f"{secret[0]} is never read from pyproject.toml (it is committed, and "
+                         "the private key must stay with the writers)", file=path,
+                         hint="remove it; in CI set MODELBUILD_REMOTE_CACHE_SIGNING_KEY to the "
+                              "private key's file")
     unknown = sorted(set(table) - set(KNOWN))
     if unknown:
         raise BuildError(f"unknown keys in [tool.modelbuild]: {', '.join(unknown)}; "

@@ -4,11 +4,20 @@
     remote-cache = "s3://bucket/prefix"     # or gs://..., file:///mnt/shared/...
     remote-cache-mode = "read"              # or "read-write" (CI fills it, laptops read)
     remote-cache-timeout = 10               # seconds per request
+    remote-cache-public-key = "keys/remote-cache.pub"   # only entries signed by its owner
 
 ($MODELBUILD_REMOTE_CACHE, $MODELBUILD_REMOTE_CACHE_MODE and
 $MODELBUILD_REMOTE_CACHE_TIMEOUT override them.) Entries are stored exactly as in
 the local cache, ``<url>/<kind>/<key[:2]>/<key>``, header and all, so a download
 is verified like a local read before it is used.
+
+With a public key configured (core/signing.py), a download is used only when
+its header carries a signature of (kind, key, payload sha256) by the matching
+private key; uploads are signed with the private key in the file
+$MODELBUILD_REMOTE_CACHE_SIGNING_KEY names (never a setting in pyproject.toml,
+which is committed), and without it a read-write store gets no uploads. Without
+a public key, every entry with a correct sha256 is trusted: whoever can write
+the store decides what readers link.
 
 A store that is down, slow or refuses us never fails a build: the first
 failure is reported once (to stderr) and the store is not asked again by this
@@ -24,15 +33,19 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..core import settings
+from ..core import settings, signing
 from ..core.errors import BuildError
 from ..core.layout import Project
 
 URL_ENV = "MODELBUILD_REMOTE_CACHE"
 MODE_ENV = "MODELBUILD_REMOTE_CACHE_MODE"
 TIMEOUT_ENV = "MODELBUILD_REMOTE_CACHE_TIMEOUT"
+SIGNING_KEY_ENV = "MODELBUILD_REMOTE_CACHE_SIGNING_KEY"
+PUBLIC_KEY_SETTING = "remote-cache-public-key"
+UNSIGNED, FORGED = "unsigned", "forged"  # why a downloaded entry is refused
 MODES = ("read", "read-write")
 DEFAULT_TIMEOUT = 10.0
 
@@ -51,7 +64,8 @@ def redact(url: str) -> str:
 class RemoteStore:
     """One remote cache, as this process sees it: usable until its first failure."""
 
-    def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT,
+                 public_key: bytes | None = None, signing_key: bytes | None = None):
         if mode not in MODES:
             raise BuildError(f"remote-cache-mode must be one of {', '.join(MODES)}, not '{mode}'",
                              hint=f"set {MODE_ENV} or `remote-cache-mode` under "
@@ -64,13 +78,18 @@ class RemoteStore:
         self._down: str | None = None   # why the store is not used any more
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.public_key = public_key    # raw Ed25519 key: only entries it verifies are used
+        self.signing_key = signing_key  # raw Ed25519 private key: uploads are signed with it
+        self._no_upload_said = False
 
     # a store crosses into doit's worker processes: its connection does not
     def __getstate__(self):
-        return {"url": self.url, "mode": self.mode, "timeout": self.timeout}
+        return {"url": self.url, "mode": self.mode, "timeout": self.timeout,
+                "public_key": self.public_key, "signing_key": self.signing_key}
 
     def __setstate__(self, state):
-        self.__init__(state["url"], state["mode"], state["timeout"])
+        self.__init__(state["url"], state["mode"], state["timeout"], state.get("public_key"),
+                      state.get("signing_key"))
 
     def __repr__(self) -> str:
         return f"RemoteStore({redact(self.url)!r}, {self.mode!r})"
@@ -82,6 +101,40 @@ class RemoteStore:
     @property
     def down(self) -> str | None:
         return self._down
+
+    def refusal(self, kind: str, key: str, payload_digest: str, signature: str | None) -> str | None:
+        """Why an intact downloaded entry must not be used (UNSIGNED, FORGED), None to use it."""
+        if self.public_key is None:
+            return None  # no public key configured: every writer is trusted
+        if not signature:
+            return UNSIGNED
+        return None if signing.verify(self.public_key, kind, key, payload_digest, signature) else FORGED
+
+    def signature(self, kind: str, key: str, payload_digest: str) -> str | None:
+        """The signature an upload carries (None without a signing key)."""
+        if self.signing_key is None:
+            return None
+        return signing.sign(self.signing_key, kind, key, payload_digest)
+
+    def may_upload(self) -> bool:
+        """Whether this process uploads: read-write, and signing when readers verify (said once
+        on stderr when it does not)."""
+        if not self.writes or self._down is not None:
+            return False
+        if self.public_key is None:
+            return True
+        if self.signing_key is None:
+            why = (f"{SIGNING_KEY_ENV} is not set, and readers verify entries with "
+                   f"{PUBLIC_KEY_SETTING}")
+        elif signing.public_of(self.signing_key) != self.public_key:
+            why = f"the key {SIGNING_KEY_ENV} names does not match {PUBLIC_KEY_SETTING}"
+        else:
+            return True
+        if not self._no_upload_said:
+            self._no_upload_said = True
+            print(f"warning: remote cache {redact(self.url)} is read-write but {why}: "
+                  "nothing is uploaded", file=sys.stderr)
+        return False
 
     def _filesystem(self):
         if self._fs is None:
@@ -179,4 +232,18 @@ def configured(project: Project) -> RemoteStore | None:
                          f"not {raw_timeout!r}",
                          hint=f"set {TIMEOUT_ENV} or `remote-cache-timeout` under "
                               "[tool.modelbuild] in pyproject.toml, e.g. 10") from None
-    return RemoteStore(str(url), str(mode), timeout)
+    return RemoteStore(str(url), str(mode), timeout, *_keys(project, table))
+
+
+def _keys(project: Project, table: dict) -> tuple[bytes | None, bytes | None]:
+    """(public key, signing key) of the project's remote cache, raw; None where not set.
+    The signing key comes only from the environment: pyproject.toml is committed."""
+    public = None
+    if table.get(PUBLIC_KEY_SETTING):
+        public = signing.load_public(project.root / str(table[PUBLIC_KEY_SETTING]),
+                                     f"`{PUBLIC_KEY_SETTING}` under [tool.modelbuild]")
+    private = None
+    if os.environ.get(SIGNING_KEY_ENV):
+        private = signing.load_private(Path(os.environ[SIGNING_KEY_ENV]).expanduser(),
+                                       SIGNING_KEY_ENV)
+    return public, private

@@ -43,6 +43,7 @@ from .actions import invalid, step
 from .cache import Cache
 from .cached_step import Step, Uptodate
 from .executor import Executor
+from .cache_entries import LoweredOutput, ObjectOutput
 from .partition_output import PartitionOutput
 
 # Bump when an artifact's format or how it is made changes: every task reruns.
@@ -212,17 +213,19 @@ def lower_step(ctx: Context, model: str, workload: str,
     return Step(f"lower:{model}/{workload}", "lowered", ctx.cache,
                 layout.lowered(workload),
                 functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
-                                  workload, workload_digest))
+                                  workload, workload_digest),
+                LoweredOutput(layout.lowered(workload)))
 
 
 def codegen_step(ctx: Context, model: str, workload: str,
                  lowered_digest: str | None = None) -> Step:
     """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction)."""
     layout = ctx.project.model(model)
-    return Step(f"codegen:{model}/{workload}", "object", ctx.cache,
-                layout.object(workload, ctx.target.artifact_suffix),
+    output = layout.object(workload, ctx.target.artifact_suffix)
+    return Step(f"codegen:{model}/{workload}", "object", ctx.cache, output,
                 functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
-                                  layout.lowered(workload), workload, lowered_digest))
+                                  layout.lowered(workload), workload, lowered_digest),
+                ObjectOutput(output, workload, ctx.target.artifact_suffix))
 
 
 def _lower(layout, name: str, target: TargetSpec) -> None:
