@@ -165,9 +165,14 @@ def _rewrap(path, files: dict) -> None:
 @pytest.mark.parametrize("name", ["../../../x", "ABS"])
 def test_a_partition_entry_naming_a_path_is_refused_and_nothing_is_written_outside(
         tiny_built, tmp_path, name):
+    """The crafted workload name makes build/tiny/lowered/<name>.json a file outside build/
+    (the victim's own file, written beforehand): lower would write it, clean remove it."""
     outside = tmp_path / "outside"
     outside.mkdir()
+    victim = _checkout(tiny_built, tmp_path / "victim")
     name = str(outside / "x") if name == "ABS" else name
+    precious = outside / "x.json" if name.startswith("/") else victim.root / "x.json"
+    precious.write_text("the victim's own file")
     remote = _file_remote(tmp_path / "shared-cache")
     _checkout(tiny_built, tmp_path / "a").doit("build:tiny", env=remote.build_env())
     entry = _partition_entry(tmp_path / "shared-cache")
@@ -182,15 +187,15 @@ def test_a_partition_entry_naming_a_path_is_refused_and_nothing_is_written_outsi
     files[MANIFEST] = msgpack.packb(man)
     _rewrap(entry, files)
 
-    victim = _checkout(tiny_built, tmp_path / "victim")
     run = victim.doit("build:tiny", env=remote.build_env())
     assert "partition:tiny" in run.ran, run.output
     assert f"remote cache entry partition/{entry.name} was corrupt" in run.output
     assert sha256(victim.library("tiny")) == sha256(tiny_built.library("tiny"))
     victim.doit("clean", "lower", check=False)
-    assert list(outside.iterdir()) == []
-    assert not (tmp_path / "x.json").exists() and not (victim.root / "x.json").exists()
-    assert not (tmp_path / "victim" / "build" / "x.json").exists()
+    assert precious.read_text() == "the victim's own file"
+    assert sorted(p.name for p in outside.iterdir()) == (["x.json"] if precious.parent == outside
+                                                         else [])
+    assert not (tmp_path / "x.json").exists() and not (victim.root / "build" / "x.json").exists()
     # read-write: the refused entry was replaced by the one built here
     assert msgpack.unpackb(cache.unframe(entry.read_bytes())).keys() != files.keys()
 
