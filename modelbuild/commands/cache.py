@@ -54,7 +54,9 @@ def run(args) -> int:
         kinds.setdefault(path.parent.parent.name, []).append(size)
     last = cache.last_run(project)
     stats = {"location": str(store.root), "entries": len(entries),
-             "remote": ({"url": redact(store.remote.url), "mode": store.remote.mode}
+             "remote": ({"url": redact(store.remote.url), "mode": store.remote.mode,
+                         "verifies_signatures": store.remote.public_key is not None,
+                         "signs_uploads": store.remote.signing_key is not None}
                         if store.remote is not None else None),
              "bytes": sum(size for _, size, _ in entries),
              "kinds": {k: {"entries": len(v), "bytes": sum(v)} for k, v in sorted(kinds.items())},
@@ -73,5 +75,7 @@ def run(args) -> int:
                       f"{last['remote_corrupt']} corrupt remote entries not used, "
                       f"{last['upload']} uploaded")
     if store.remote is not None:
-        console.print(f"remote: {redact(store.remote.url)} ({store.remote.mode})")
+        trust = ("only entries signed by remote-cache-public-key's owner"
+                 if store.remote.public_key is not None else "trusts every writer")
+        console.print(f"remote: {redact(store.remote.url)} ({store.remote.mode}; {trust})")
     return 0
