@@ -34,7 +34,7 @@ from pathlib import Path
 from ..core import atomic, settings
 from ..core.digest import bytes_digest
 from ..core.layout import Project
-from .remote import FORGED, UNSIGNED, RemoteStore
+from .remote import FORGED, UNSIGNED, RemoteStore, redact
 
 ENV = "MODELBUILD_CACHE"
 _MAGIC = b"modelbuild-cache/1"
@@ -221,17 +221,35 @@ class Cache:
         try:
             atomic.write_bytes(self.path(kind, key), frame(payload))
         except OSError as err:
-            if "unwritable" not in self._said:
-                self._said.add("unwritable")
-                reason = err.strerror or type(err).__name__
-                print(f"warning: cache {self.root} cannot be written ({reason}); building "
-                      "without storing artifacts in it", file=sys.stderr)
+            self.say_once("unwritable", f"warning: cache {self.root} cannot be written "
+                          f"({err.strerror or type(err).__name__}); building without storing "
+                          "artifacts in it")
+
+    def say_once(self, what: str, message: str) -> None:
+        """Print a warning on stderr once per doit run (the event log remembers it across
+        doit's worker processes)."""
+        if what in self._said:
+            return
+        self._said.add(what)
+        if self.events is not None:
+            try:
+                if f"said {what} -" in self.events.read_text().splitlines():
+                    return
+            except OSError:
+                pass
+            self.log("said", what, "-")
+        print(message, file=sys.stderr)
 
     def put(self, kind: str, key: str, payload: bytes) -> None:
         """Store a payload built here; upload it too when the remote tier takes uploads
         (signed when the project has a signing key)."""
         self.put_local(kind, key, payload)
-        if self.remote is None or not self.remote.may_upload():
+        if self.remote is None or not self.remote.writes:
+            return
+        refused = self.remote.upload_refusal()
+        if refused is not None:
+            self.say_once("no-upload", f"warning: remote cache {redact(self.remote.url)} is "
+                          f"read-write but {refused}: nothing is uploaded")
             return
         signature = self.remote.signature(kind, key, bytes_digest(payload))
         if self.remote.put(kind, key, frame(payload, signature)):

@@ -80,7 +80,6 @@ class RemoteStore:
         self._pool: ThreadPoolExecutor | None = None
         self.public_key = public_key    # raw Ed25519 key: only entries it verifies are used
         self.signing_key = signing_key  # raw Ed25519 private key: uploads are signed with it
-        self._no_upload_said = False
 
     # a store crosses into doit's worker processes: its connection does not
     def __getstate__(self):
@@ -116,25 +115,17 @@ class RemoteStore:
             return None
         return signing.sign(self.signing_key, kind, key, payload_digest)
 
-    def may_upload(self) -> bool:
-        """Whether this process uploads: read-write, and signing when readers verify (said once
-        on stderr when it does not)."""
-        if not self.writes or self._down is not None:
-            return False
+    def upload_refusal(self) -> str | None:
+        """Why this read-write store must not get uploads from here (None: it may): its
+        readers verify signatures and there is no matching signing key."""
         if self.public_key is None:
-            return True
+            return None
         if self.signing_key is None:
-            why = (f"{SIGNING_KEY_ENV} is not set, and readers verify entries with "
-                   f"{PUBLIC_KEY_SETTING}")
-        elif signing.public_of(self.signing_key) != self.public_key:
-            why = f"the key {SIGNING_KEY_ENV} names does not match {PUBLIC_KEY_SETTING}"
-        else:
-            return True
-        if not self._no_upload_said:
-            self._no_upload_said = True
-            print(f"warning: remote cache {redact(self.url)} is read-write but {why}: "
-                  "nothing is uploaded", file=sys.stderr)
-        return False
+            return (f"{SIGNING_KEY_ENV} is not set, and readers verify entries with "
+                    f"{PUBLIC_KEY_SETTING}")
+        if signing.public_of(self.signing_key) != self.public_key:
+            return f"the key {SIGNING_KEY_ENV} names does not match {PUBLIC_KEY_SETTING}"
+        return None
 
     def _filesystem(self):
         if self._fs is None:
