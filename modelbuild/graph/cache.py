@@ -6,10 +6,21 @@ share one store, and going back to an earlier schedule finds its artifacts.
 
     <root>/<kind>/<key[:2]>/<key>     header line + payload
 
-The header carries the payload's sha256 and size: an entry that was
-truncated or altered is detected when read, reported, deleted and rebuilt,
-never handed to the link. Entries are written to a temporary file and
-renamed, so two processes filling one entry at once both succeed.
+The header carries the payload's sha256 and size (and, on a signed remote,
+a signature: core/signing.py): an entry that was truncated or altered is
+detected when read, reported, deleted and rebuilt, never handed to the link.
+Every payload is also checked to be what its step makes (the step's
+``check``: cache_entries.py, partition_output.entry_problem) before it is
+used; one that is not is "corrupt: not used", like a damaged one. Entries
+are written to a temporary file and renamed, so two processes filling one
+entry at once both succeed. A cache that cannot be written is said once and
+the build goes on without storing.
+
+Trust: this local tier trusts its entries' origin (the user's own disk, filled
+by the user's builds and by remote entries verified before they were kept); a
+remote tier with a public key trusts only entries its key's owner signed
+(remote.py). A local cache filled from a remote before its public key was set
+keeps what it downloaded then: `cache clear` it.
 
 Where the store lives: $MODELBUILD_CACHE, else ``cache-dir`` under
 ``[tool.modelbuild]`` in the project's pyproject.toml, else build/.cache.
