@@ -143,6 +143,18 @@ def test_read_write_without_the_private_key_uploads_nothing_and_says_so_once(tin
     assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
 
 
+def test_a_signing_key_that_does_not_match_the_public_key_uploads_nothing(tiny_built, keys,
+                                                                         tmp_path):
+    other = tmp_path / "other-keys"
+    subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen", str(other)],
+                   check=True, capture_output=True)
+    remote = _file_remote(tmp_path / "shared-cache")
+    project = _with_public_key(_checkout(tiny_built, tmp_path / "a"), keys)
+    run = project.doit("build:tiny", env=_signing_env(remote, other))
+    assert remote.entries() == {}
+    assert run.output.count("does not match remote-cache-public-key: nothing is uploaded") == 1
+
+
 def test_a_signing_key_in_pyproject_is_refused(tiny_built, tmp_path):
     project = _checkout(tiny_built, tmp_path / "a")
     (project.root / "pyproject.toml").write_text(
