@@ -27,7 +27,8 @@ from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 
 MANIFEST = "manifest.msgpack"
-CHECKED = "outputs.checked"  # beside the manifest: the files last verified (a memo)
+CHECKED = "partition.checked"  # beside the partition folder, not in it: the files last
+# verified (a memo of file times; partition's own files stay the same for the same model)
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class PartitionOutput:
         man = manifest_mod.read(self.layout.manifest)
         if man is None:
             return [f"no readable manifest at {self.layout.manifest}"]
-        memo = self.layout.partition_dir / CHECKED
+        memo = self.layout.partition_dir.parent / CHECKED
         checked = filecheck.read_checked(memo)
         before = dict(checked)
         out = []
