@@ -40,7 +40,7 @@ def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root
 
     onnx = source(spec.onnx_path)
     external = _external_data(spec, layout, onnx["sha256"])
-    return {"step": "partition", "model": spec.name, "config": config,
+    return {"step": "partition", "model": spec.name, "layout": spec.layout, "config": config,
             "sources": {"declaration": source(spec.declaration), "onnx": onnx,
                         "external": {name: source(spec.onnx_path.parent / name)
                                      for name in external}}}

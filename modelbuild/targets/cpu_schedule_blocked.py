@@ -1,0 +1,1 @@
+"""The CPU default schedule for channel-blocked convolutions (placeholder, filled below)."""
