@@ -57,7 +57,8 @@ def _mutator_class():
             if not isinstance(call.op, tvm.ir.Op):
                 return call
             if call.op.same_as(op("relax.sum")):
-                return _stacked_sum(self, call) or call
+                added = _stacked_sum(self, call)
+                return call if added is None else added
             if call.op.name in _BINARY and len(call.args) == 2:
                 return _full_rank_constants(self, call)
             return call

@@ -14,7 +14,9 @@ Rules by the shape of each block, in the spirit of DLight's GPU rules:
   the innermost output axis are unrolled beside them, the reduction axes run
   outside, and the blocks of channels run in parallel;
 - other reductions (pooling, means) run their outer output axes in parallel;
-- element-wise blocks: every loop fused, split into parallel chunks of vectors.
+- element-wise blocks: every loop fused, split into parallel chunks of vectors;
+- a channel-blocked convolution (the blocked layout's ``conv2d_NCHWc``) and its
+  epilogue: cpu_schedule_blocked.py.
 
 A rule that does not apply leaves the block to TVM's default: the schedule never
 fails a build. It is deterministic (the same workload gives the same schedule)
@@ -52,13 +54,28 @@ def _as_scheduled(scheduled, original):
 
 
 def _apply(sch) -> None:
+    from . import cpu_schedule_blocked as blocked
+
     root = sch.get_sblock("root", func_name="main")
     _inline(sch, root)
+    done: set[str] = set()
+    for name in [sch.get(b).name_hint for b in sch.get_child_blocks(root)]:
+        if name in done or name not in _block_names(sch, root):
+            continue  # an epilogue a blocked rule took in
+        block = sch.get_sblock(name, func_name="main")
+        if _is_reduction(sch, block) and blocked.is_blocked_conv(sch, block):
+            done.update(blocked.schedule(sch, block))
     for block in sch.get_child_blocks(root):
+        if sch.get(block).name_hint in done:
+            continue
         if _is_reduction(sch, block):
             _reduction(sch, block)
         else:
             _elementwise(sch, block)
+
+
+def _block_names(sch, root) -> set[str]:
+    return {sch.get(b).name_hint for b in sch.get_child_blocks(root)}
 
 
 def _is_reduction(sch, block) -> bool:
