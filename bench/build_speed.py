@@ -114,14 +114,14 @@ from modelbuild.steps import lower
 from modelbuild.targets import registry as targets
 from modelbuild.core.errors import BuildError
 from modelbuild.core.layout import Project
-from modelbuild.schedules.active import Active
+from modelbuild.schedules.active import of_files
 root, model, w, count = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 layout = Project(root).model(model)
 valid = []
 with tempfile.TemporaryDirectory() as tmp:
     for i, record in enumerate(sys.argv[5:]):
         try:
-            lower.run(layout.workload(w), Active(w, (Path(record),)), Path(tmp) / "out.json",
+            lower.run(layout.workload(w), of_files(w, (Path(record),)), Path(tmp) / "out.json",
                       targets.resolve("llvm"), w)
         except BuildError:
             continue
@@ -140,7 +140,7 @@ from modelbuild.steps import codegen, link, lower
 from modelbuild.core import manifest
 from modelbuild.targets import registry as targets
 from modelbuild.core.layout import Project
-from modelbuild.schedules.active import Active
+from modelbuild.schedules.active import of_files
 root, model, w = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 layout = Project(root).model(model)
 man = manifest.read(layout.manifest)
@@ -150,7 +150,7 @@ def once(record, tmp):
     lowered, obj = tmp / "lowered.json", tmp / f"{w}.o"
     objects = [obj if x.name == w else layout.object(x.name) for x in man.workloads]
     t0 = time.perf_counter()
-    lower.run(layout.workload(w), Active(w, (record,)), lowered, spec, w)
+    lower.run(layout.workload(w), of_files(w, (record,)), lowered, spec, w)
     t1 = time.perf_counter()
     codegen.run(lowered, obj, spec, w)
     t2 = time.perf_counter()

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
-from ..core import manifest
 from ..core.errors import BuildError
-from . import buildrun
+from . import buildrun, options
 from .output import console, errors
-from .workspace import choice_of, model_layout, project_of
+from .workspace import resolve_model
+
+HELP = "time the built library end to end and per workload"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild bench --help``)."""
+    options.model(p)
+    options.timing(p)
+    options.json_output(p, "print the result as JSON")
+    p.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
+                   help="run `doit build:<model>` first, so the library matches the records "
+                        "(default: on)")
+    options.target(p)
 
 
 def run(args) -> int:
@@ -16,26 +29,19 @@ def run(args) -> int:
 
     from ..measure import benchmark
 
-    project = project_of(args)
-    layout = model_layout(project, args.model)
-    choice = choice_of(args)
-    choice.resolve()
-    err = errors
+    ws = resolve_model(args)
+    project, layout, choice = ws.project, ws.layout, ws.choice
+    choice.resolve()  # an unknown target is an error before the build
     if args.build:
-        with err.status(f"doit build:{args.model} {' '.join(choice.doit_vars())} ..."):
+        with errors.status(f"doit build:{args.model} {' '.join(choice.doit_vars())} ..."):
             run = buildrun.build(project, args.model, choice)
         if not run.ok:
             raise BuildError(f"build of '{args.model}' failed: {run.reason}",
                              hint=f"doit build:{args.model} shows the whole output")
-    man = manifest.read(layout.manifest)
-    if man is None or not layout.library.is_file():
-        raise BuildError(f"no library of '{args.model}' at {layout.library}",
-                         hint=f"doit build:{args.model}")
-    with Progress(console=err, transient=True) as progress:
-        result = benchmark.measure(layout.library, man, model=args.model, target=args.target,
-                                   runs=args.runs, warmup=args.warmup,
-                                   on_progress=progress_callback(progress))
-    benchmark.save(layout.benchmark, result)
+    with Progress(console=errors, transient=True) as progress:
+        result = benchmark.measure_built(layout, model=args.model, target=args.target,
+                                         runs=args.runs, warmup=args.warmup,
+                                         on_progress=progress_callback(progress))
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
+
 from rich.markup import escape
 
 from ..schedules import status
+from . import options
 from .output import console
-from .workspace import choice_of, functions, partitioned, project_of
+from .workspace import resolve_model
+
+HELP = "validate every record against the current model"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild check --help``)."""
+    options.model(p)
+    options.target(p)
 
 
 def run(args) -> int:
     from ..schedules import check
 
-    project, choice = project_of(args), choice_of(args)
-    spec = choice.resolve()
-    part = partitioned(project, args.model, choice)
-    layout = project.model(args.model)
-    checked, problems = check.check_model(layout, functions(part), spec)
+    ws = resolve_model(args)
+    spec, part, layout = ws.spec, ws.partitioned(), ws.layout
+    checked, problems = check.check_model(layout, part.functions(), spec)
     for problem in problems:
         console.print(f"[red]{escape(str(problem.file))}[/red]: workload {problem.workload}: "
                       f"{escape(problem.message)}")

@@ -8,6 +8,7 @@ Each report is a plain dict (what ``--json`` prints); ``render_*`` prints it.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import re
@@ -19,13 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.digest import file_digest
-from ..core.errors import BuildError
+from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout
 from ..core.manifest import Manifest, Operator
 from ..core.units import format_size
 from ..schedules import status
+from . import options
 from .output import console
-from .workspace import choice_of, ensure_partitioned, project_of
+from .workspace import resolve_model
 
 # -- reports ---------------------------------------------------------------------
 
@@ -61,9 +63,9 @@ def model_report(layout: ModelLayout, man: Manifest) -> dict:
 def workload_report(layout: ModelLayout, man: Manifest, workload: str) -> dict:
     """One workload: its operators, its record, its artifacts, its measured time."""
     if man.workload(workload) is None:
-        raise BuildError(f"model '{layout.name}' has no workload '{workload}'",
-                         hint=_did_you_mean(workload, [w.name for w in man.workloads],
-                                            f"python -m modelbuild explain {layout.name}"))
+        names = [w.name for w in man.workloads]
+        raise no_workload(layout.name, workload, hint=_did_you_mean(
+            workload, names, f"python -m modelbuild explain {layout.name}"))
     row = next(r for r in status.rows(layout, man) if r.workload == workload)
     bench, bench_note = benchmark(layout)
     measured = _bench_row(bench, workload)
@@ -284,12 +286,24 @@ def render_node(console: Console, report: dict) -> None:
     console.print(f"  more: python -m modelbuild explain {report['model']} {report['workload']}")
 
 
+HELP = ("which model operators each workload computes; one workload's record, "
+        "artifacts and time")
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild explain --help``)."""
+    options.model(p)
+    p.add_argument("workload", nargs="?", help="one workload (default: all of them)")
+    p.add_argument("--node", help="which workload computes this operator (ONNX node name)")
+    options.json_output(p)
+    options.target(p)
+
+
 def run(args) -> int:
     if args.workload and args.node:
         raise BuildError("give a workload or --node, not both")
-    project = project_of(args)
-    man = ensure_partitioned(project, args.model, choice_of(args))
-    layout = project.model(args.model)
+    ws = resolve_model(args)
+    man, layout = ws.partitioned().manifest, ws.layout
     if args.node:
         report = node_report(layout, man, args.node)
     elif args.workload:
@@ -301,7 +315,7 @@ def run(args) -> int:
     elif args.node:
         render_node(console, report)
     elif args.workload:
-        render_workload(console, report, project.root)
+        render_workload(console, report, ws.project.root)
     else:
         render_model(console, report)
     return 0

@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
+import argparse
+
 from pathlib import Path
 
 from ..core.errors import BuildError
 from ..schedules import records
-from ..schedules.active import record_files
+from ..schedules.active import Invalid, Python, Trace, records_in
+from . import options
 from .output import console
-from .workspace import workloads_of
+from .workspace import resolve_model
+
+HELP = "write a model's records as a MetaSchedule JSONDatabase"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild export --help``)."""
+    options.model(p)
+    p.add_argument("out_dir")
+    options.target(p)
 
 
 def run(args) -> int:
     """A MetaSchedule JSONDatabase of the model's active records; a Python schedule goes in
     as the trace of what its function does."""
     from ..core.workloads import structural_hash
-    from ..schedules import msdb, python_schedule
+    from ..schedules import msdb
 
-    project, spec, funcs = workloads_of(args)
+    ws = resolve_model(args)
+    project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     layout = project.model(args.model)
-    files = record_files(layout)
-    unknown = [p.stem for p in files if p.stem not in funcs]
+    found = records_in(layout.records_dir)
+    unknown = [rec.workload for rec in found if rec.workload not in funcs]
     if unknown:
         raise BuildError(f"records for workloads the model does not have: {', '.join(unknown)}",
                          hint=f"python -m modelbuild check {args.model}")
     recs = []
-    for path in files:
-        if path.suffix == ".py":
-            recs.append(records.Record(path, path.stem, structural_hash(funcs[path.stem]),
-                                       dict(spec.tvm_target),
-                                       python_schedule.trace(funcs[path.stem], path.stem, path),
-                                       None, "python", args.model))
-        else:
-            recs.append(records.load(path, expected_workload=path.stem))
+    for rec in found:
+        if isinstance(rec, Python):
+            func = funcs[rec.workload]
+            recs.append(records.Record(rec.path, rec.workload, structural_hash(func),
+                                       dict(spec.tvm_target), rec.trace(func), None, "python",
+                                       args.model))
+        elif isinstance(rec, Invalid):
+            raise rec.error
+        elif isinstance(rec, Trace):
+            recs.append(rec.record)
     count = msdb.export_database(recs, funcs, Path(args.out_dir))
-    traced = sum(p.suffix == ".py" for p in files)
+    traced = sum(isinstance(rec, Python) for rec in found)
     note = f" ({traced} Python schedule(s) as the traces of their functions)" if traced else ""
     console.print(f"exported {count} record(s) of {args.model} to {args.out_dir}{note}")
     return 0

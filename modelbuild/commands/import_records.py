@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
+
 from pathlib import Path
 
+from . import options
 from .tune import print_import
-from .workspace import workloads_of
+from .workspace import resolve_model
+
+HELP = "import a MetaSchedule database into record files"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild import --help``)."""
+    options.model(p)
+    p.add_argument("work_dir", help="directory with database_workload.json and "
+                                    "database_tuning_record.json")
+    p.add_argument("--source", default="tuned", help="what to call these records (tuned/hand/...)")
+    p.add_argument("--keep-if-faster", action="store_true",
+                   help="time each record against the default schedule here; keep only faster ones")
+    options.json_output(p)
+    options.target(p)
 
 
 def run(args) -> int:
     from ..schedules import msdb
 
-    project, spec, funcs = workloads_of(args)
+    ws = resolve_model(args)
+    project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,
                                   project.model(args.model), source=args.source,
                                   keep_if_faster=spec if args.keep_if_faster else None)

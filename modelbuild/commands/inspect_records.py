@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from rich.markup import escape
 from rich.table import Table
 
 from ..schedules import status
+from . import options
 from .output import console
-from .workspace import choice_of, ensure_partitioned, project_of
+from .workspace import resolve_model
+
+HELP = "list a model's workloads with their record status"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild inspect --help``)."""
+    options.model(p)
+    options.json_output(p)
+    options.target(p)
 
 
 def run(args) -> int:
-    project = project_of(args)
-    choice = choice_of(args)
-    man = ensure_partitioned(project, args.model, choice)
-    rows = status.rows(project.model(args.model), man, choice.resolve().tvm_target)
+    ws = resolve_model(args)
+    man = ws.partitioned().manifest
+    rows = status.rows(ws.layout, man, ws.spec.tvm_target)
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return 0

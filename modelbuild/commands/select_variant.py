@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ..schedules import variants
+from . import options
 from .output import console
-from .workspace import model_layout, project_of
+from .workspace import resolve_model
+
+HELP = "make one sampled variant the active record"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild select --help``)."""
+    options.model(p)
+    p.add_argument("workload")
+    p.add_argument("variant", type=options.variant,
+                   help="variant number, or 'default' for no record")
 
 
 def run(args) -> int:
-    project = project_of(args)
-    layout = model_layout(project, args.model)
+    layout = resolve_model(args).layout
     k = None if args.variant == "default" else int(args.variant)
     path = variants.select(layout, args.workload, k)
     if k is None:

@@ -13,6 +13,7 @@ by its CA (tls.py). No dashboard or other HTTP port unless --dashboard.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from ..core import atomic
 from ..core.errors import BuildError
 from ..graph import executor, tls
 from ..graph.worker import describe
+from . import options
 from .output import console
 from .workspace import project_of
 
@@ -75,19 +77,19 @@ def _tls_files(project) -> tls.TlsFiles:
 def _cluster_options(args, files) -> dict:
     """LocalCluster's arguments: on 127.0.0.1; TLS with certificates when ``files``; the
     scheduler's HTTP server (dashboard) only with --dashboard, the workers' never."""
-    options = dict(n_workers=args.workers, threads_per_worker=1, processes=True,
-                   host="127.0.0.1", scheduler_port=args.port,
-                   preload=["modelbuild.graph.warm_worker", "modelbuild.graph.no_http"])
+    kw = dict(n_workers=args.workers, threads_per_worker=1, processes=True,
+              host="127.0.0.1", scheduler_port=args.port,
+              preload=["modelbuild.graph.warm_worker", "modelbuild.graph.no_http"])
     if args.dashboard is None:
         # Dask opens the scheduler's HTTP server anyway: on a free port (not 8787), closed
         # at once by the preload
-        options.update(dashboard_address=None, scheduler_kwargs={
+        kw.update(dashboard_address=None, scheduler_kwargs={
             "dashboard_address": "127.0.0.1:0", "preload": ["modelbuild.graph.no_http"]})
     else:
-        options.update(dashboard_address=f"127.0.0.1:{args.dashboard}")
+        kw.update(dashboard_address=f"127.0.0.1:{args.dashboard}")
     if files is not None:
-        options.update(protocol="tls://", security=files.security())
-    return options
+        kw.update(protocol="tls://", security=files.security())
+    return kw
 
 
 def _announce(project, cluster, workers: int, files, dashboard) -> None:
@@ -101,6 +103,24 @@ def _announce(project, cluster, workers: int, files, dashboard) -> None:
         console.print("dashboard (plain HTTP, any local user can read it): "
                       f"{cluster.dashboard_link}")
     sys.stdout.flush()
+
+
+HELP = "warm build workers (Dask) for this project's builds, until Ctrl-C"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild serve --help``)."""
+    p.add_argument("--workers", type=options.positive, default=2,
+                   help="worker processes (default 2)")
+    p.add_argument("--port", type=options.natural, default=0,
+                   help="the scheduler's port on 127.0.0.1 (default: any free one)")
+    p.add_argument("--stop", action="store_true", help="stop the serve of this project")
+    p.add_argument("--status", action="store_true", help="is one running, with which workers")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS with certificates (executor-tls-* settings, else a self-signed one "
+                        "made in build/.executor-tls/): only holders of the key can submit work")
+    p.add_argument("--dashboard", type=options.natural, nargs="?", const=8787, metavar="PORT",
+                   help="start Dask's dashboard on 127.0.0.1:PORT (default 8787); none without")
 
 
 def run(args) -> int:

@@ -10,6 +10,7 @@ fastest step's variants become the active records.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import re
@@ -22,15 +23,15 @@ from rich.table import Table
 
 from ..core import atomic
 from ..core import manifest as manifest_mod
-from ..core.errors import BuildError
+from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout, Project
 from ..measure import benchmark
 from ..schedules import variants
 from ..targets import registry
-from . import buildrun
+from . import buildrun, options
 from .output import console, errors
 from .sweep_plot import label, legend, plot
-from .workspace import choice_of, ensure_partitioned, model_layout, project_of
+from .workspace import model_layout, partitioned, resolve_model
 
 MODES = ("one-at-a-time", "cross")
 # What "fastest" means: the end-to-end median, or the sum of the swept workloads'
@@ -282,8 +283,7 @@ def check_workloads(layout: ModelLayout, man, workloads) -> None:
     if man is not None:
         unknown = [w for w in workloads if man.workload(w) is None]
         if unknown:
-            raise BuildError(f"model '{layout.name}' has no workload '{', '.join(unknown)}'",
-                             hint=f"`python -m modelbuild inspect {layout.name}` lists them")
+            raise no_workload(layout.name, unknown)
     for w in workloads:
         if layout.python_record(w).is_file():
             raise BuildError("the workload is scheduled by a Python file; a sweep makes JSON "
@@ -307,7 +307,7 @@ def prepare(project: Project, model: str, workloads: list[str], chosen: list | N
             hint=f"pass --max-builds {len(steps)}, "
                  + ("choose fewer with --variants, or use --mode one-at-a-time" if mode == "cross"
                     else "or choose fewer with --variants"))
-    check_workloads(layout, ensure_partitioned(project, model, target), workloads)
+    check_workloads(layout, partitioned(project, model, target).manifest, workloads)
     return steps
 
 
@@ -337,13 +337,41 @@ def check_sweep_name(name: str) -> None:
                          hint="use letters, digits and '_', '.', '+', '=', '-' (no '/' or '..')")
 
 
+HELP = "build and benchmark the model once per variant of some workloads"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild sweep --help``)."""
+    options.model(p)
+    p.add_argument("--workload", action="append", required=True,
+                   help="a workload whose variants to sweep (repeatable)")
+    p.add_argument("--variants", help="comma-separated variant numbers, 'default' for no record "
+                                      "(default: every sampled variant)")
+    p.add_argument("--mode", choices=MODES, default="one-at-a-time",
+                   help="with several workloads: vary one at a time, the others at their "
+                        "active record (default), or build their cross product")
+    p.add_argument("--max-builds", type=options.positive, default=16,
+                   help="refuse a plan of more builds than this (default 16)")
+    p.add_argument("--select-fastest", action="store_true",
+                   help="make the fastest variant(s) the active record; without it the active "
+                        "records are restored as they were")
+    p.add_argument("--by", choices=CRITERIA, default="latency",
+                   help="fastest by end-to-end median latency (default), or by the swept "
+                        "workloads' median time (steadier on a busy machine)")
+    options.timing(p, "timed runs per variant (default 10)")
+    p.add_argument("--name", help="results go to build/<model>/sweeps/<name>.json and .png "
+                                  "(default: the workload names)")
+    options.json_output(p, "print the result (the saved JSON) on stdout; progress goes to stderr")
+    options.target(p)
+
+
 def run(args) -> int:
     """`python -m modelbuild sweep`; with --json, the result is printed as JSON on stdout and
     everything else goes to stderr."""
     if args.name is not None:
         check_sweep_name(args.name)
-    project = project_of(args)
-    choice = choice_of(args)
+    ws = resolve_model(args)
+    project, choice = ws.project, ws.choice
     choice.resolve()
     out = errors if args.json else console
     workloads = list(dict.fromkeys(args.workload))

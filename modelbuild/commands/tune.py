@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from rich.table import Table
 from ..core import requires
 from ..core.errors import BuildError
 from ..schedules import rpc
+from . import options
 from .output import console, errors
-from .workspace import choice_of, functions, partitioned, project_of, require
+from .workspace import resolve_model
 
 
 def worth_tuning(func) -> bool:
@@ -45,6 +47,36 @@ def where_the_time_is(funcs: dict, calls: dict, spec, share: float = 0.99) -> di
     return chosen
 
 
+HELP = "tune a model's workloads with MetaSchedule and write records"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild tune --help``)."""
+    options.model(p)
+    p.add_argument("--workload", action="append", help="only this workload (repeatable)")
+    p.add_argument("--all-workloads", action="store_true",
+                   help="tune every workload with a reduction, not only those taking 99%% of "
+                        "the time with the default schedule")
+    p.add_argument("--trials", type=options.positive,
+                   help="at most this many measured trials per workload (total: this times the "
+                        "workloads)")
+    p.add_argument("--total-trials", type=options.positive, default=64,
+                   help="measured trials in all, placed by MetaSchedule's gradient task "
+                        "scheduler, workloads weighted by their calls per run (default 64)")
+    p.add_argument("--work-dir", help="MetaSchedule database directory "
+                                      "(default: build/<model>/tuning)")
+    options.target(p)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep-if-faster", action=argparse.BooleanOptionalAction, default=True,
+                   help="time each tuned record against the default schedule here and keep "
+                        "it only if faster (default: on)")
+    p.add_argument("--rpc", metavar="HOST:PORT",
+                   help="measure on the devices of this TVM RPC tracker (candidates are still "
+                        "built here); needs --key")
+    p.add_argument("--key", help="with --rpc: the device key its servers registered with")
+    options.json_output(p, "print the import's outcome as JSON (progress goes to stderr)")
+
+
 def run(args) -> int:
     import time
 
@@ -61,13 +93,13 @@ def run(args) -> int:
                              "device key its servers registered with")
         tracker = (*rpc.parse_address(args.rpc), args.key)
         rpc.check(*tracker)  # within seconds, before any work: the tracker and a server
-    project, choice = project_of(args), choice_of(args)
-    spec = choice.resolve()
-    part = partitioned(project, args.model, choice)
-    funcs = functions(part)
+    ws = resolve_model(args)
+    project, choice, spec = ws.project, ws.choice, ws.spec
+    part = ws.partitioned()
+    funcs = part.functions()
     calls = {w.name: w.calls for w in part.manifest.workloads}
     if args.workload:
-        require(args.model, funcs, args.workload)
+        ws.require(funcs, args.workload)
         chosen = {k: v for k, v in funcs.items() if k in args.workload}
     else:
         chosen = {k: v for k, v in funcs.items() if calls.get(k, 0) > 0 and worth_tuning(v)}

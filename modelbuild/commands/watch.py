@@ -7,23 +7,17 @@ Files are polled (mtime and size): no extra dependency, works everywhere.
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
-
-from doit.cmd_base import DodoTaskLoader
-from doit.doit_cmd import DoitMain
-from rich.console import Console
 
 from ..core import manifest, models
 from ..core.errors import BuildError
 from ..core.layout import Project
-from ..graph.reporter import WatchReporter
-from ..graph.tasks import BuildGraph
-from ..measure.latency import library_latency, model_inputs
 from ..targets import registry
-from .workspace import choice_of, model_layout, project_of
-
-console = Console(highlight=False, soft_wrap=True)
+from . import options
+from .output import console
+from .workspace import resolve_model
 
 
 def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
@@ -49,33 +43,39 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     return stamps
 
 
-class _FreshGraph(DodoTaskLoader):
+def _fresh_graph(root: Path, model: str, choice: registry.Choice):
     """doit's loader of the project's dodo.py (its settings, the targets it registers),
     with the task creators of a new BuildGraph on every rebuild: an edited model
-    declaration or record is read again, exactly as a new `doit` process would."""
+    declaration or record is read again, exactly as a new `doit` process would. (doit and
+    the graph are imported here, not when the command line is parsed.)"""
+    from doit.cmd_base import DodoTaskLoader
 
-    def __init__(self, root: Path, model: str, choice: registry.Choice):
-        super().__init__()
-        self.root, self.model, self.choice = root, model, choice
+    from ..graph.reporter import WatchReporter
+    from ..graph.tasks import BuildGraph
 
-    def setup(self, opt_values):
-        super().setup(opt_values)
-        config = dict(self.namespace.get("DOIT_CONFIG", {}))
-        config["reporter"] = WatchReporter
-        self.namespace["DOIT_CONFIG"] = config
+    class FreshGraph(DodoTaskLoader):
+        def setup(self, opt_values):
+            super().setup(opt_values)
+            config = dict(self.namespace.get("DOIT_CONFIG", {}))
+            config["reporter"] = WatchReporter
+            self.namespace["DOIT_CONFIG"] = config
 
-    def load_tasks(self, cmd, pos_args):
-        variables = {"target": self.choice.name, "mcpu": self.choice.mcpu}
-        graph = BuildGraph(self.root, var=lambda name, default=None: variables.get(name, default),
-                           requested=[f"build:{self.model}"])
-        self.namespace.update(graph.creators())
-        return super().load_tasks(cmd, pos_args)
+        def load_tasks(self, cmd, pos_args):
+            variables = {"target": choice.name, "mcpu": choice.mcpu}
+            graph = BuildGraph(root, var=lambda name, default=None: variables.get(name, default),
+                               requested=[f"build:{model}"])
+            self.namespace.update(graph.creators())
+            return super().load_tasks(cmd, pos_args)
+
+    return FreshGraph()
 
 
 def rebuild(project: Project, model: str, choice: registry.Choice) -> tuple[int, float]:
     """One in-process `doit build:<model>`; returns (doit's exit code, seconds)."""
+    from doit.doit_cmd import DoitMain
+
     start = time.perf_counter()
-    loader = _FreshGraph(project.root, model, choice)
+    loader = _fresh_graph(project.root, model, choice)
     code = DoitMain(loader).run(["-f", str(project.root / "dodo.py"), f"build:{model}",
                                  *choice.doit_vars()])
     return code, time.perf_counter() - start
@@ -85,6 +85,8 @@ def watch(project: Project, model: str, choice: registry.Choice = registry.Choic
           bench: bool = False,
           interval: float = 0.05) -> int:
     import tvm  # noqa: F401  - loaded once, for every rebuild to come
+
+    from ..measure.latency import library_latency, model_inputs
 
     previous = None
     console.print(f"[bold]watch[/bold] {model}: building once, then on every change to "
@@ -124,9 +126,17 @@ def watch(project: Project, model: str, choice: registry.Choice = registry.Choic
         return 0
 
 
+HELP = "rebuild a model in one warm process on every edit"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild watch --help``)."""
+    options.model(p)
+    p.add_argument("--bench", action="store_true", help="print end-to-end latency after each rebuild")
+    options.target(p)
+
+
 def run(args) -> int:
-    project = project_of(args)
-    model_layout(project, args.model)
-    choice = choice_of(args)
-    choice.resolve()
-    return watch(project, args.model, choice, bench=args.bench)
+    ws = resolve_model(args)
+    ws.spec  # an unknown target is an error before the first build
+    return watch(ws.project, args.model, ws.choice, bench=args.bench)

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 
 from rich.markup import escape
 
-from ..graph import plan
+from . import options
 from .output import console
 from .workspace import choice_of, model_layout, project_of
 
+HELP = "dry run: which tasks the next build runs, and why"
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """This command's arguments (``python -m modelbuild why --help``)."""
+    options.model(p)
+    options.target(p)
+    options.json_output(p)
+
 
 def run(args) -> int:
+    from ..graph import plan
+
     project = project_of(args)
     model_layout(project, args.model)
     # doit's state names files relative to the project root, where doit runs the build:

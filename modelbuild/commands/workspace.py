@@ -1,7 +1,10 @@
 """The project and model a command works on, and the model's current workloads.
 
-Workloads come from partition's output; the model is partitioned first (through
-doit, so the build's state stays consistent) when it is not up to date.
+``resolve_model(args)`` is the one way a command gets them: a ``Workspace`` (project,
+model, layout, target choice); its ``partitioned()`` gives the manifest and, through
+``functions()``, the workloads. Workloads come from partition's output; the model is
+partitioned first (through doit, so the build's state stays consistent) when it is not
+up to date.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from ..core import manifest as manifest_mod
 from ..core import models
-from ..core.errors import BuildError
+from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.layout import ModelLayout, Project
 from ..targets import registry
 from ..targets.registry import TargetSpec
@@ -28,9 +31,7 @@ def model_layout(project: Project, model: str) -> ModelLayout:
     if model in refused:
         raise refused[model]
     if model not in found:
-        known = ", ".join(found) or "(none)"
-        raise BuildError(f"unknown model '{model}'. Known models: {known}.",
-                         hint=f"declare it in models/{model}.toml, or drop models/{model}.onnx")
+        raise unknown_model(model, found)
     return project.model(model)
 
 
@@ -40,30 +41,47 @@ def choice_of(args) -> registry.Choice:
                            getattr(args, "mcpu", None))
 
 
-def ensure_partitioned(project: Project, model: str,
-                       choice: registry.Choice = registry.Choice()) -> manifest_mod.Manifest:
-    """The manifest of the model's workloads for the chosen target."""
-    return partitioned(project, model, choice).manifest
-
-
-def load_workloads(project: Project, model: str,
-                   choice: registry.Choice = registry.Choice()) -> dict:
-    """name -> PrimFunc of every workload of the model, for the chosen target."""
-    return functions(partitioned(project, model, choice))
-
-
-def functions(part: "Partitioned") -> dict:
-    """name -> PrimFunc of every workload of a partition."""
-    import tvm
-
-    return {w.name: tvm.ir.load_json(part.layout.workload(w.name).read_text())
-            for w in part.manifest.workloads}
-
-
 @dataclass(frozen=True)
 class Partitioned:
     manifest: manifest_mod.Manifest
     layout: ModelLayout  # where its workload files are: build/<model>/, or a private folder
+
+    def functions(self) -> dict:
+        """name -> PrimFunc of every workload of the partition."""
+        import tvm
+
+        return {w.name: tvm.ir.load_json(self.layout.workload(w.name).read_text())
+                for w in self.manifest.workloads}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """What a command about one model works on: the project, the model (known to exist),
+    its layout under build/, and the target chosen."""
+
+    project: Project
+    model: str
+    layout: ModelLayout
+    choice: registry.Choice
+
+    @property
+    def spec(self) -> TargetSpec:
+        return self.choice.resolve()
+
+    def partitioned(self) -> Partitioned:
+        return partitioned(self.project, self.model, self.choice)
+
+    def require(self, funcs: dict, names) -> None:
+        """A clear error for workload names the model does not have."""
+        missing = sorted(set(names) - set(funcs))
+        if missing:
+            raise no_workload(self.model, missing)
+
+
+def resolve_model(args) -> Workspace:
+    """The workspace of a command's ``--project``, ``model``, ``--target`` and ``--mcpu``."""
+    project = project_of(args)
+    return Workspace(project, args.model, model_layout(project, args.model), choice_of(args))
 
 
 def partitioned(project: Project, model: str,
@@ -128,20 +146,5 @@ def project_of(args) -> Project:
                              "(no dodo.py and models/ there)")
     else:
         root = find_root()
-    registry.load_project_targets(root, settings.read(root).get("targets"))
+    registry.load_project_targets(root, settings.resolve(root).get("targets"))
     return Project(root)
-
-
-def workloads_of(args) -> tuple[Project, TargetSpec, dict]:
-    """(project, target spec, name -> PrimFunc) for the command's model, partitioned."""
-    project = project_of(args)
-    choice = choice_of(args)
-    return project, choice.resolve(), load_workloads(project, args.model, choice)
-
-
-def require(model: str, funcs: dict, names) -> None:
-    """A clear error for workload names the model does not have."""
-    missing = sorted(set(names) - set(funcs))
-    if missing:
-        raise BuildError(f"model '{model}' has no workload '{', '.join(missing)}'",
-                         hint=f"`python -m modelbuild inspect {model}` lists them")

@@ -30,6 +30,20 @@ class BuildError(Exception):
         return text
 
 
+def unknown_model(model: str, known, where: str = "") -> BuildError:
+    """The error for a model the project does not have (``where``: e.g. " in 'build:x'")."""
+    return BuildError(f"unknown model '{model}'{where}. Known models: {', '.join(known) or '(none)'}.",
+                      hint=f"declare it in models/{model}.toml, or drop models/{model}.onnx "
+                           "into the project")
+
+
+def no_workload(model: str, names, hint: str | None = None) -> BuildError:
+    """The error for workload names (one, or several) the model does not have."""
+    names = [names] if isinstance(names, str) else list(names)
+    return BuildError(f"model '{model}' has no workload '{', '.join(names)}'",
+                      hint=hint or f"`python -m modelbuild inspect {model}` lists them")
+
+
 def summarize(err: BaseException, limit: int = 6) -> str:
     """The part of an exception a user needs, TVM's included: what failed and TVM's reason.
 

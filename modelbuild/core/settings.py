@@ -1,4 +1,5 @@
-"""A project's settings: the ``[tool.modelbuild]`` table of its pyproject.toml.
+"""A project's settings, each resolved in one place: its environment variable, else its key
+in the ``[tool.modelbuild]`` table of the project's pyproject.toml, else its default.
 
     [tool.modelbuild]
     cache-dir = "/var/cache/modelbuild"   # the artifact cache (default build/.cache)
@@ -6,26 +7,166 @@
     remote-cache = "s3://bucket/prefix"    # a shared cache tier (graph/remote.py)
     remote-cache-mode = "read"             # or "read-write"
     remote-cache-timeout = 10              # seconds per remote request
+    remote-cache-public-key = "keys/remote-cache.pub"  # verify remote entries (core/signing.py)
     executor = "tcp://host:8786"           # a Dask scheduler running lower and codegen
 
-Reading it is plain file work, no TVM. A missing file or table means defaults;
-an unreadable one is an error naming the file.
+Every setting is one ``Setting`` in ``SETTINGS`` (its key, its environment variable, its
+default, how its value is checked, an example for the hint); nothing else reads the
+environment or the table for them. To add one, add a ``Setting`` line there (and a row
+to the README's configuration table), then read it where it is used with
+``config.get(key)`` (``config.path(key)`` for a file) on the ``Settings`` passed in. ``resolve(root)`` reads the table once; a value is
+checked when it is asked for, so a bad value of a setting that is not used is no error.
+Reading it is plain file work, no TVM. A missing file or table means defaults; an
+unreadable one, or an unknown key, is an error naming the file.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from . import toml
 from .errors import BuildError
 
-KNOWN = ("cache-dir", "targets", "remote-cache", "remote-cache-mode", "remote-cache-timeout",
-         "executor", "executor-tls-ca", "executor-tls-cert", "executor-tls-key")
+ENV, PYPROJECT, DEFAULT = "environment", "pyproject", "default"   # where a value came from
+
+
+def _text(value) -> str:
+    return str(value)
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def check(value) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, not '{value}'")
+        return str(value)
+    return check
+
+
+def _positive_seconds(value) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if not seconds > 0:
+        raise ValueError(f"must be a positive number of seconds, not {value!r}")
+    return seconds
+
+
+def _any(value):
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: ``key`` (its name under [tool.modelbuild]), ``env`` (its environment
+    variable; None: pyproject only), the ``default``, ``check`` (value -> parsed value,
+    ValueError with the reason when bad), ``example`` (the value the error's hint
+    suggests) and ``in_pyproject`` (False: environment only, e.g. a secret; the key is
+    then only its name, and an error in the table)."""
+
+    key: str
+    env: str | None
+    default: Any
+    check: Callable[[Any], Any] = _text
+    example: str = ""
+    in_pyproject: bool = True
+
+
+REMOTE_CACHE_MODES = ("read", "read-write")
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("cache-dir", "MODELBUILD_CACHE", None, _text, "/var/cache/modelbuild"),
+    Setting("targets", None, None, _any, '["my_targets"]'),
+    Setting("remote-cache", "MODELBUILD_REMOTE_CACHE", None, _text, "s3://bucket/prefix"),
+    Setting("remote-cache-mode", "MODELBUILD_REMOTE_CACHE_MODE", "read",
+            _one_of(*REMOTE_CACHE_MODES), "read or read-write"),
+    Setting("remote-cache-timeout", "MODELBUILD_REMOTE_CACHE_TIMEOUT", 10.0, _positive_seconds,
+            "10"),
+    # verify remote entries with this public key (core/signing.py); pyproject only: committed
+    Setting("remote-cache-public-key", None, None, _text, "keys/remote-cache.pub"),
+    # sign uploads with this private key: environment only, never in the committed pyproject
+    Setting("remote-cache-signing-key", "MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None, _text,
+            "/path/to/remote-cache.key", in_pyproject=False),
+    Setting("executor", "MODELBUILD_EXECUTOR", None, _text, "tcp://host:8786"),
+    Setting("executor-tls-ca", "MODELBUILD_EXECUTOR_TLS_CA", None, _text, "certs/ca.pem"),
+    Setting("executor-tls-cert", "MODELBUILD_EXECUTOR_TLS_CERT", None, _text, "certs/client.pem"),
+    Setting("executor-tls-key", "MODELBUILD_EXECUTOR_TLS_KEY", None, _text, "certs/client.key"),
+)
+BY_KEY = {s.key: s for s in SETTINGS}
+KNOWN = tuple(s.key for s in SETTINGS if s.in_pyproject)   # the keys [tool.modelbuild] may hold
+
+
+def hint(key: str) -> str:
+    """Where the user sets ``key``: its environment variable and its pyproject key."""
+    setting = BY_KEY[key]
+    places = [setting.env] if setting.env else []
+    if setting.in_pyproject:
+        places.append(f"`{key}` under [tool.modelbuild] in pyproject.toml")
+    where = " or ".join(places)
+    return f"set {where}" + (f", e.g. {setting.example}" if setting.example else "")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of the project at ``root``: the table read once, the environment as
+    it was when resolved."""
+
+    root: Path
+    table: Mapping[str, Any] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+    def origin(self, key: str) -> str:
+        """Where ``key``'s value comes from: ENV, PYPROJECT or DEFAULT. An empty
+        environment variable counts as unset."""
+        setting = BY_KEY[key]
+        if setting.env and self.environ.get(setting.env):
+            return ENV
+        return PYPROJECT if setting.in_pyproject and key in self.table else DEFAULT
+
+    def raw(self, key: str):
+        """``key``'s value as given, unchecked."""
+        origin = self.origin(key)
+        if origin == ENV:
+            return self.environ[BY_KEY[key].env]
+        return self.table[key] if origin == PYPROJECT else BY_KEY[key].default
+
+    def get(self, key: str):
+        """``key``'s checked value (its default, unchecked, when it is not set); a bad
+        value is one error line naming the setting and where to set it."""
+        if self.origin(key) == DEFAULT:
+            return BY_KEY[key].default
+        value = self.raw(key)
+        try:
+            return BY_KEY[key].check(value)
+        except ValueError as err:
+            raise BuildError(f"{key} {err}", hint=hint(key)) from None
+
+
+    def path(self, key: str) -> Path | None:
+        """``key``'s value as a path (None when not set): from the environment as given,
+        from pyproject.toml relative to the project root."""
+        value = self.get(key)
+        if value is None:
+            return None
+        path = Path(str(value)).expanduser()
+        return self.root / path if self.origin(key) == PYPROJECT else path
+
+
+def resolve(root: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings of the project at ``root`` (``environ``: os.environ when not given)."""
+    env = dict(os.environ if environ is None else environ)
+    return Settings(Path(root), read(root), {s.env: env[s.env] for s in SETTINGS
+                                            if s.env and s.env in env})
+# never settings: pyproject.toml is committed, a private key must not be
+SECRETS = ("remote-cache-signing-key", "remote-cache-private-key")
 
 
 def read(root: Path) -> dict:
     """The ``[tool.modelbuild]`` table of the project at ``root`` ({} when there is none)."""
-    path = root / "pyproject.toml"
+    path = Path(root) / "pyproject.toml"
     if not path.is_file():
         return {}
     try:
@@ -34,6 +175,12 @@ def read(root: Path) -> dict:
         raise BuildError(f"not valid TOML: {err}", file=path) from None
     if not isinstance(table, dict):
         raise BuildError("[tool.modelbuild] must be a table", file=path)
+    secret = sorted(set(table) & set(SECRETS))
+    if secret:
+        raise BuildError(f"{secret[0]} is never read from pyproject.toml (it is committed, and "
+                         "the private key must stay with the writers)", file=path,
+                         hint="remove it; in CI set MODELBUILD_REMOTE_CACHE_SIGNING_KEY to the "
+                              "private key's file")
     unknown = sorted(set(table) - set(KNOWN))
     if unknown:
         raise BuildError(f"unknown keys in [tool.modelbuild]: {', '.join(unknown)}; "

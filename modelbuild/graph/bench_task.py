@@ -16,24 +16,17 @@ from .actions import invalid, step
 def run(project: Project, model: str, target: str, runs: int, warmup: int) -> None:
     from rich.console import Console
 
-    from ..core import manifest
-    from ..core.errors import BuildError
     from ..measure import benchmark
 
-    console = Console(highlight=False, soft_wrap=True)
-    layout = project.model(model)
-    man = manifest.read(layout.manifest)
-    if man is None or not layout.library.is_file():
-        raise BuildError(f"no library of '{model}' to benchmark at {layout.library}",
-                         hint=f"doit build:{model}")
+    console = Console(highlight=False, soft_wrap=True)  # doit shows a task's stdout (verbosity 2)
 
     def on_progress(phase, done, total):
         if done == 1:
             console.print(f"bench {model}: {phase}, {total} run(s) ...")
 
-    result = benchmark.measure(layout.library, man, model=model, target=target, runs=runs,
-                               warmup=warmup, on_progress=on_progress)
-    benchmark.save(layout.benchmark, result)
+    layout = project.model(model)
+    result = benchmark.measure_built(layout, model=model, target=target, runs=runs,
+                                     warmup=warmup, on_progress=on_progress)
     console.print(benchmark.table(result))
     console.print(f"saved {layout.benchmark}")
 

@@ -78,6 +78,11 @@ class Step:
     def artifact(self):
         return self.store if self.store is not None else FileOutput(self.output)
 
+    @property
+    def _check(self):
+        """What a cache entry must be to be used (the artifact's ``check``, if it has one)."""
+        return getattr(self.artifact, "check", None)
+
     def current_inputs(self) -> dict | None:
         try:
             return self.inputs()
@@ -108,7 +113,7 @@ class Step:
             return Decision(RUN, None)
         if self.is_current(inputs):
             return Decision(CURRENT, inputs)
-        found = self.cache.peek(self.kind, fingerprint.key(inputs))
+        found = self.cache.peek(self.kind, fingerprint.key(inputs), check=self._check)
         if found.payload is not None:
             return Decision(RESTORE, inputs, found.payload, found.corrupt_local, found.source,
                             found.corrupt_remote)
@@ -133,7 +138,12 @@ class Step:
     def build(self, compute: Callable, *args) -> None:
         """The task's action: restore if another process filled the local entry meanwhile
         (the remote tier was asked by the uptodate check just before), else
-        ``compute(*args)`` (which writes the output) and store the result."""
+        ``compute(*given, *args)`` (which writes the output) and store the result.
+
+        Each input is read once (issue 19): ``given`` is what ``self.inputs()`` read to
+        describe them (fingerprint.Inputs: the bytes, the parsed record; empty for a step
+        whose compute reads its own files), so the key, the output and the stamp all come
+        from the same bytes, whatever is edited meanwhile."""
         try:
             inputs = self.inputs()
         except FileNotFoundError as err:
@@ -141,16 +151,18 @@ class Step:
                              hint="build the model again (`doit build:<model>`): the step that "
                                   "makes it reruns when its output is gone") from None
         key = fingerprint.key(inputs)
-        found = self.cache.peek(self.kind, key, remote=False)
+        found = self.cache.peek(self.kind, key, remote=False, check=self._check)
         self.cache.report_damage(self.kind, key, found)
         if found.payload is not None:
             self.restore(inputs, found.payload, found.source)
             return
         self.cache.log("miss", self.kind, key)
-        compute(*args)
+        compute(*getattr(inputs, "given", ()), *args)
         payload = self.artifact.pack()
+        # An input edited while building: no stamp, no entry; the next run rebuilds (an
+        # extra check: the output is already the read inputs' own, given to compute above).
         if self.inputs() != inputs:
-            return  # an input was edited while building: no stamp, no entry; next run rebuilds
+            return
         self.cache.put(self.kind, key, payload)
         self._stamp(inputs)
 

@@ -66,15 +66,15 @@ def load_context(root: Path, target: str | None, mcpu: str | None = None,
     """The project at ``root`` (its models, its registered targets) and the target chosen;
     ``layout``: every model's layout for this build (``doit build:M layout=NCHWc``), else
     each model's declared one, else the target's default."""
-    table = settings.read(root)
-    registry.load_project_targets(root, table.get("targets"))
+    config = settings.resolve(root)
+    registry.load_project_targets(root, config.get("targets"))
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
     found, refused = models.discover_all(project.models_dir)
     chosen = registry.resolve(target, mcpu=mcpu)
-    return Context(project, _with_layouts(found, layout, chosen), chosen, Cache.of(project),
-                   executor_mod.configured(project), refused)
+    return Context(project, _with_layouts(found, layout, chosen), chosen,
+                   Cache.of(project, config), executor_mod.configured(project, config), refused)
 
 
 def _with_layouts(found: dict, override: str | None, target: TargetSpec) -> dict:

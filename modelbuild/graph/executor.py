@@ -29,7 +29,7 @@ from ..core.layout import Project
 from .tls import TlsFiles
 from .tls import configured as tls_configured
 
-ENV = "MODELBUILD_EXECUTOR"
+ENV = settings.BY_KEY["executor"].env
 CONNECT_TIMEOUT = 10.0
 
 
@@ -58,12 +58,12 @@ def served(project: Project) -> dict | None:
     return info
 
 
-def configured(project: Project) -> "Executor | None":
+def configured(project: Project, config: settings.Settings | None = None) -> "Executor | None":
     """The executor the project's builds use: $MODELBUILD_EXECUTOR, else ``executor`` in
     pyproject.toml (both must answer; a tls:// one with the project's certificates), else
     a running `serve` of the project (with the certificates it wrote), else None (steps
     run in the doit process)."""
-    address = os.environ.get(ENV) or settings.read(project.root).get("executor")
+    address = (config or settings.resolve(project.root)).get("executor")
     if address:
         address = str(address)
         if "://" not in address:

@@ -4,47 +4,36 @@ worker side is worker.py, the connection executor.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..core import atomic
-from ..schedules import python_schedule
-from ..schedules.active import PYTHON, active
+from ..schedules.active import Active
 from ..steps import lower
 from ..targets.registry import TargetSpec
 from . import worker
 from .executor import Executor
 
 
-def _lower(layout, name: str, target: TargetSpec) -> None:
-    """The lower action: the record is looked up when the step runs, not when tasks load."""
-    lower.run(layout.workload(name), active(layout, name), layout.lowered(name), target, name)
+def _lower(workload: bytes, record: Active, layout, name: str, target: TargetSpec) -> None:
+    """The lower action, given the workload's TIR and its record as the step read them for
+    its key (fingerprint.lower_inputs: once, when the step runs, not when tasks load)."""
+    atomic.write_bytes(layout.lowered(name), lower.lowered(workload, record, target, name))
 
 
-def _record_files(layout, name: str) -> tuple[dict[str, bytes], list[str]]:
-    """The workload's record files and, for a Python schedule, its helper modules, by their
-    path relative to the record's folder; and which of them are the record."""
-    record = active(layout, name)
-    files = {p.name: p.read_bytes() for p in record.files}
-    if record.kind == PYTHON:
-        for helper in python_schedule.helpers(record.path).values():
-            rel = os.path.relpath(helper, record.path.parent)
-            files[helper.name if rel.startswith("..") else rel] = helper.read_bytes()
-    return files, [p.name for p in record.files]
-
-
-def _lower_on(executor: Executor, layout, name: str, target: TargetSpec) -> None:
-    """The lower action on an executor's worker: the same step, inputs and output as bytes."""
-    files, record = _record_files(layout, name)
-    args = {"workload": layout.workload(name).read_bytes(), "records": files,
-            "record_files": record, "target": target, "name": name}
+def _lower_on(workload: bytes, record: Active, executor: Executor, layout, name: str,
+              target: TargetSpec) -> None:
+    """The lower action on an executor's worker: the same step, given the same bytes and
+    the same record object (its files' bytes inside), the output as bytes."""
+    args = {"workload": workload, "record": record, "target": target, "name": name}
     out = executor.run(f"lower:{layout.name}/{name}", "lower",
                        worker.identity("lower", target.sources), args)
     atomic.write_bytes(layout.lowered(name), out)
 
 
-def _codegen_on(executor: Executor, layout, name: str, output: Path, target: TargetSpec) -> None:
-    args = {"lowered": layout.lowered(name).read_bytes(), "target": target, "name": name}
+def _codegen_on(lowered: bytes, executor: Executor, layout, name: str, output: Path,
+                target: TargetSpec) -> None:
+    """The codegen action on an executor's worker, given the lowered TIR the step read."""
+    args = {"lowered": lowered, "target": target, "name": name}
     out = executor.run(f"codegen:{layout.name}/{name}", "codegen",
                        worker.identity("codegen", target.sources), args)
     atomic.write_bytes(output, out)

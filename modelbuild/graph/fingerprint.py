@@ -13,48 +13,44 @@ import json
 from pathlib import Path
 
 from ..core import atomic
-from ..core.digest import bytes_digest, file_digest
-from ..core.errors import BuildError
+from ..core.digest import bytes_digest
 from ..core.layout import ModelLayout
-from ..schedules import python_schedule, records
-from ..schedules.active import CONFLICT, DEFAULT, PYTHON, Active, active
+from ..schedules.active import active
 
 
-def record_identity(record: Active) -> dict:
-    """What of a workload's record decides the schedule: its meaning, not its formatting.
+class Inputs(dict):
+    """A step's inputs as read once. The dict describes them (its digest is the key; the
+    stamp and ``why`` keep it); ``given`` holds what was read to describe them (bytes, the
+    parsed record), which the step computes from. So the key and the output come from the
+    same bytes: an edit during a build is either built or not, never filed under the other
+    edit's key (issue 19). Equality, the key and the stamp see the dict only."""
 
-    A record that does not parse is identified by its bytes: the build will
-    fail on it, and must not find it in the cache.
-    """
-    if record.kind == DEFAULT:
-        return {"kind": "default"}
-    if record.kind == CONFLICT:
-        return {"kind": "conflict", "files": [str(p) for p in record.files]}
-    path = record.path
-    if record.kind == PYTHON:
-        helpers = {name: file_digest(f) for name, f in sorted(python_schedule.helpers(path).items())}
-        return {"kind": "python", "file": str(path), "sha256": file_digest(path), "helpers": helpers}
-    try:
-        canonical = records.load(path, expected_workload=record.workload).canonical()
-    except BuildError:
-        return {"kind": "invalid", "file": str(path), "sha256": file_digest(path)}
-    return {"kind": "json", "file": str(path), "canonical": canonical}
+    def __init__(self, description: dict, given: tuple = ()):
+        super().__init__(description)
+        self.given = given
 
 
 def lower_inputs(config: dict, layout: ModelLayout, name: str,
-                 workload_digest: str | None = None) -> dict:
-    """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
-    return {"step": "lower", "config": config,
-            "workload": workload_digest or file_digest(layout.workload(name)),
-            "record": record_identity(active(layout, name))}
+                 workload_digest: str | None = None) -> Inputs:
+    """Given: (the workload's TIR bytes, its active record). ``workload_digest``: the
+    workload TIR's digest when known without the file (a prediction; nothing is given)."""
+    workload = None if workload_digest else layout.workload(name).read_bytes()
+    record = active(layout, name)
+    return Inputs({"step": "lower", "config": config,
+                   "workload": workload_digest or bytes_digest(workload),
+                   "record": record.identity()},
+                  () if workload is None else (workload, record))
 
 
 def codegen_inputs(config: dict, lowered_file: Path, name: str,
-                   lowered_digest: str | None = None) -> dict:
-    """``lowered_digest``: the digest of the lowered TIR when known without the file."""
+                   lowered_digest: str | None = None) -> Inputs:
+    """Given: (the lowered TIR's bytes,). ``lowered_digest``: the digest of the lowered TIR
+    when known without the file (a prediction; nothing is given)."""
+    lowered = None if lowered_digest else lowered_file.read_bytes()
     # The kernel's symbol is its workload name, so the name is part of the object.
-    return {"step": "codegen", "config": config,
-            "lowered": lowered_digest or file_digest(lowered_file), "name": name}
+    return Inputs({"step": "codegen", "config": config,
+                   "lowered": lowered_digest or bytes_digest(lowered), "name": name},
+                  () if lowered is None else (lowered,))
 
 
 def key(inputs: dict) -> str:

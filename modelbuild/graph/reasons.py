@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from ..core.layout import ModelLayout
-from ..schedules.active import active
+from ..schedules.changes import record_changes
 from . import environment, fingerprint
 from .cache import REMOTE
 from .cached_step import RESTORE, RUN, Decision, Step
@@ -73,51 +73,7 @@ def _target_change(old_key, new_key) -> str:
     return f"target changed ({'; '.join(changed)})"
 
 
-def _decisions(canonical: str) -> tuple[list, dict]:
-    trace = json.loads(canonical)["trace"]
-    return trace[0], {int(i): v for i, v in trace[1]}
-
-
-def record_changes(old: dict, new: dict, record_path: Path) -> list[str]:
-    """How the record a lower step uses changed, down to the trace decision."""
-    ok, nk = old.get("kind"), new.get("kind")
-    if old == new:
-        return []
-    if nk == "default":
-        return [f"record {old.get('file', '')} removed: back to TVM's default schedule"]
-    where = new.get("file", str(record_path))
-    if ok == "default":
-        return [f"record {where} added (was TVM's default schedule)"]
-    if nk == "conflict":
-        return [f"two records for one workload: {', '.join(new['files'])} (the build will fail)"]
-    if nk == "invalid":
-        return [f"record {where} changed and does not parse (the build will fail with the reason)"]
-    if nk == "python":
-        if ok == "python" and old.get("sha256") == new.get("sha256"):
-            was, now = old.get("helpers", {}), new.get("helpers", {})
-            names = sorted(n for n in set(was) | set(now) if was.get(n) != now.get(n))
-            return [f"helper module {n} of Python schedule {where} "
-                    + ("changed" if n in was and n in now else "added" if n in now else "removed")
-                    for n in names] or [f"Python schedule {where} changed"]
-        return [f"Python schedule {where} changed"]
-    if ok != "json" or nk != "json":
-        return [f"record {where} changed ({ok} -> {nk})"]
-    old_insts, old_dec = _decisions(old["canonical"])
-    new_insts, new_dec = _decisions(new["canonical"])
-    out = []
-    if old_insts != new_insts:
-        out.append(f"record {where} changed (trace instructions differ)")
-    for index in sorted(set(old_dec) | set(new_dec)):
-        if old_dec.get(index) != new_dec.get(index):
-            out.append(f"record {where} changed (trace decision {index}: "
-                       f"{json.dumps(old_dec.get(index))} -> {json.dumps(new_dec.get(index))})")
-    if not out:
-        out.append(f"record {where} changed (its workload hash or target)")
-    return out
-
-
-def step_changes(stamp: dict | None, inputs: dict, output: Path, record_path: Path | None,
-                 upstream: str) -> list[str]:
+def step_changes(stamp: dict | None, inputs: dict, output: Path, upstream: str) -> list[str]:
     """Why a cached step (lower or codegen) is not current, from its stamp."""
     if not output.is_file():
         return ["output missing" + ("" if stamp else " (never built)")]
@@ -126,7 +82,7 @@ def step_changes(stamp: dict | None, inputs: dict, output: Path, record_path: Pa
     old = stamp.get("inputs", {})
     out = config_changes(old.get("config"), inputs["config"], inputs["step"])
     if "record" in inputs:
-        out += record_changes(old.get("record", {}), inputs["record"], record_path)
+        out += record_changes(old.get("record", {}), inputs["record"])
         if old.get("workload") != inputs["workload"]:
             out.append("workload changed (partition wrote a different TIR for it)")
     if "lowered" in inputs and old.get("lowered") != inputs["lowered"]:
@@ -202,8 +158,7 @@ def lower(layout: ModelLayout, workload: str, step: Step, stamp: dict | None,
           decision: Decision) -> list[str]:
     if decision.inputs is None:
         return ["workload file missing"]
-    record_path = active(layout, workload).path or layout.record(workload)
-    out = step_changes(stamp, decision.inputs, step.output, record_path, "")
+    out = step_changes(stamp, decision.inputs, step.output, "")
     if decision.action == RUN and decision.corrupt:
         out.append("its cache entry is corrupt: rebuilt")
     if decision.action == RESTORE:
@@ -216,7 +171,7 @@ def codegen(upstream: str, step: Step, stamp: dict | None, decision: Decision) -
     restored from the cache)."""
     if decision.inputs is None:
         return ["lowered TIR missing"]
-    out = step_changes(stamp, decision.inputs, step.output, None, upstream)
+    out = step_changes(stamp, decision.inputs, step.output, upstream)
     if decision.corrupt:
         out.append("its cache entry is corrupt: rebuilt")
     if decision.action == RESTORE:

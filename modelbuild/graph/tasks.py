@@ -28,9 +28,9 @@ from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
 from ..core import manifest as manifest_mod
-from ..core.errors import BuildError
+from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
-from ..schedules.active import active
+from ..schedules.active import located
 from ..steps import codegen, link, partition
 from . import bench_task, fingerprint, link_check, model_errors
 from .actions import invalid, step
@@ -93,12 +93,12 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          hint=f"run `doit partition:{model}` first")
     objects = []
     for w in man.workloads:
-        record = active(layout, w.name)
+        record = located(layout, w.name)
         lowered = lower_step(ctx, model, w.name)
         if "lower" in kinds:
             yield _subtask(
                 "lower", f"{model}/{w.name}",
-                doc=f"apply {record.path or 'the default schedule'} to {w.name}",
+                doc=f"apply {record[0] if record else 'the default schedule'} to {w.name}",
                 actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])
                          if ctx.executor is None else
                          (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
@@ -112,8 +112,8 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             yield _subtask(
                 "codegen", f"{model}/{w.name}",
                 doc=f"compile {w.name} for {ctx.target.name}",
-                actions=[(step, [compiled.build, codegen.run, layout.lowered(w.name),
-                                 compiled.output, ctx.target, w.name])
+                actions=[(step, [compiled.build, codegen.compile_to, compiled.output, ctx.target,
+                                 w.name])
                          if ctx.executor is None else
                          (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
@@ -184,20 +184,16 @@ def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> 
             continue
         model, _, workload = rest.partition("/")
         if model not in ctx.models:
-            known = ", ".join(ctx.models) or "(none)"
-            raise invalid(
-                f"unknown model '{model}' in '{arg}'. Known models: {known}.\n"
-                f"  hint: declare it in models/{model}.toml, or drop models/{model}.onnx "
-                "into the project")
+            raise invalid(str(unknown_model(model, ctx.models, where=f" in '{arg}'")))
         if base in ("lower", "codegen"):
             man = manifest_mod.read(ctx.project.model(model).manifest)
             if man is None:
                 raise invalid(f"'{arg}': model '{model}' is not partitioned yet, so its workloads "
                               f"are not known.\n  hint: doit build:{model} (or partition:{model})")
             if not workload or man.workload(workload) is None:
-                raise invalid(f"'{arg}': model '{model}' has no workload '{workload}'.\n"
-                              f"  hint: `doit list --all` or `python -m modelbuild inspect {model}` "
-                              "lists them")
+                err = no_workload(model, workload, hint=f"`doit list --all` or "
+                                  f"`python -m modelbuild inspect {model}` lists them")
+                raise invalid(f"'{arg}': {str(err).removeprefix('error: ')}")
 
 
 # -- the task creators dodo.py exposes ----------------------------------------------

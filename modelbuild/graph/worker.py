@@ -2,9 +2,10 @@
 
 ``run_step`` is the one function the doit process submits to the executor (the
 scheduler unpickles only a reference to it, so it never needs new code). It
-checks that the worker is the code and TVM the build expects, writes the inputs
-to a private folder, runs the very step function a local build runs, and returns
-the output's bytes. Errors come back as ``RemoteStepError`` (plain text, no TVM
+checks that the worker is the code and TVM the build expects, runs the very step
+function a local build runs on the input bytes the doit process read (the record as
+its parsed object), in a private folder for what it writes, and returns the output's
+bytes. Errors come back as ``RemoteStepError`` (plain text, no TVM
 exception types, so the doit process never imports TVM to read one).
 
 TVM-free at import; ``warm`` (the workers' preload module) imports it once.
@@ -47,36 +48,19 @@ def describe(ident: dict) -> str:
     return f"{environment.describe(ident.get('tvm'))}, modelbuild code {str(ident.get('code'))[:12]}"
 
 
-def _write(folder: Path, files: dict[str, bytes]) -> dict[str, Path]:
-    out = {}
-    for name, data in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        out[name] = path
-    return out
-
-
 def _lower(folder: Path, args: dict) -> bytes:
-    from ..schedules.active import Active
+    """The record arrives as the object the doit process read (its files' bytes inside,
+    a Python schedule's helper modules too): applied from those bytes, never re-read."""
     from ..steps import lower
 
-    workload = folder / "workload.json"
-    workload.write_bytes(args["workload"])
-    records = _write(folder / "records", args["records"])  # the record, and its helper modules
-    record = Active(args["name"], tuple(records[n] for n in args["record_files"]))
-    out = folder / "lowered.json"
-    lower.run(workload, record, out, args["target"], args["name"])
-    return out.read_bytes()
+    return lower.lowered(args["workload"], args["record"], args["target"], args["name"])
 
 
 def _codegen(folder: Path, args: dict) -> bytes:
     from ..steps import codegen
 
-    lowered = folder / "lowered.json"
-    lowered.write_bytes(args["lowered"])
     out = folder / f"object{args['target'].artifact_suffix}"
-    codegen.run(lowered, out, args["target"], args["name"])
+    codegen.compile_to(args["lowered"], out, args["target"], args["name"])
     return out.read_bytes()
 
 
@@ -102,7 +86,7 @@ def run_step(step: str, expected: dict, args: dict) -> bytes:
             try:
                 return STEPS[step](Path(tmp), args)
             except BuildError as err:
-                error = str(err).replace(tmp + "/records/", "").replace(tmp + "/", "")
+                error = str(err).replace(tmp + "/", "")
     except RemoteStepError as err:
         error = err
     except Exception as err:  # noqa: BLE001 - sent back as text, never as a TVM exception

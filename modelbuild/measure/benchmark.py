@@ -122,6 +122,23 @@ def save(path: Path, result: dict) -> None:
     atomic.write_text(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
 
 
+def measure_built(layout, *, model: str, target: str, runs: int = 10, warmup: int = 2,
+                  on_progress: Progress | None = None) -> dict:
+    """Time the built library of ``model`` (its ModelLayout ``layout``) and save the result
+    to its bench.json: what `python -m modelbuild bench` and `doit bench:<model>` share."""
+    from ..core import manifest
+    from ..core.errors import BuildError
+
+    man = manifest.read(layout.manifest)
+    if man is None or not layout.library.is_file():
+        raise BuildError(f"no library of '{model}' to benchmark at {layout.library}",
+                         hint=f"doit build:{model}")
+    result = measure(layout.library, man, model=model, target=target, runs=runs,
+                     warmup=warmup, on_progress=on_progress)
+    save(layout.benchmark, result)
+    return result
+
+
 def load(path: Path) -> dict | None:
     try:
         return json.loads(Path(path).read_text())

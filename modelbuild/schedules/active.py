@@ -1,11 +1,18 @@
-"""Which record a workload builds with: the one answer every step and command uses.
+"""Which record a workload builds with, and what that record means: the one place that
+decides it. Every step and command receives one of these objects.
 
-    schedules/<model>/<workload>.json   a MetaSchedule trace (records.py)
-    schedules/<model>/<workload>.py     a Python schedule function (python_schedule.py)
-    neither                             the target's default schedule
-    both                                an error: a build needs exactly one
+    schedules/<model>/<workload>.json   Trace: a MetaSchedule trace (records.py);
+                                        Invalid if it does not parse
+    schedules/<model>/<workload>.py     Python: a schedule function (python_schedule.py)
+    neither                             Default: the target's default schedule
+    both                                Conflict: an error, a build needs exactly one
 
-Plain file checks, no TVM.
+``active()`` reads the record's files once and parses them once; the object holds
+those bytes, so what a build keys (``identity``), ships (``files``) and applies
+(``apply``) is the same edit, even when the file changes meanwhile (issue 19).
+
+Reading and parsing are plain file and JSON work, no TVM; ``apply`` and ``check``
+import it.
 """
 
 from __future__ import annotations
@@ -13,30 +20,175 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.digest import bytes_digest
+from ..core.errors import BuildError
 from ..core.layout import ModelLayout
+from . import python_schedule, records
+from .changes import record_changes
 
-DEFAULT, JSON, PYTHON, CONFLICT = "default", "json", "python", "conflict"
+
+class _Kind:
+    """What every kind of record can say (each kind overrides what differs)."""
+
+    workload: str
+
+    def identity(self) -> dict:
+        """What of the record decides the schedule (part of the lower step's key): its
+        meaning, not its formatting."""
+        raise NotImplementedError
+
+    def files(self) -> dict[Path, bytes]:
+        """The files the record was read from, with the bytes read (a Python schedule's
+        helper modules too)."""
+        return {}
+
+    def apply(self, func, target_spec):
+        """``func`` scheduled as this record says; BuildError when it cannot be."""
+        raise NotImplementedError
+
+    def check(self, func, target_spec) -> None:
+        """Raise BuildError when the record would not build (what ``check`` runs)."""
+        self.apply(func, target_spec)
+
+    def changes_since(self, old: dict) -> list[str]:
+        """How this record differs from one an earlier build used (its ``identity``), in
+        words for ``why``."""
+        return record_changes(old, self.identity())
 
 
 @dataclass(frozen=True)
-class Active:
-    """The record files of one workload that exist now."""
+class Default(_Kind):
+    """No record: the target's default schedule (its entry's ``default_schedule`` hook if it
+    has one, else TVM's, applied at codegen)."""
 
     workload: str
-    files: tuple[Path, ...]
 
     @property
-    def kind(self) -> str:
-        if not self.files:
-            return DEFAULT
-        if len(self.files) > 1:
-            return CONFLICT
-        return PYTHON if self.files[0].suffix == ".py" else JSON
+    def path(self) -> None:
+        return None
+
+    def identity(self) -> dict:
+        return {"kind": "default"}
+
+    def apply(self, func, target_spec):
+        if target_spec.default_schedule is None:
+            return func
+        import tvm
+
+        return target_spec.default_schedule(func, self.workload,
+                                            tvm.target.Target(target_spec.tvm_target))
+
+
+@dataclass(frozen=True)
+class Trace(_Kind):
+    """A MetaSchedule trace (.json), parsed."""
+
+    workload: str
+    path: Path
+    data: bytes
+    record: records.Record
+
+    def identity(self) -> dict:
+        return {"kind": "json", "file": str(self.path), "canonical": self.record.canonical()}
+
+    def files(self) -> dict[Path, bytes]:
+        return {self.path: self.data}
+
+    def checked(self, func, target_spec) -> records.Record:
+        """The record, validated against the workload as the build needs it: target,
+        workload hash (stale?). Raises BuildError."""
+        from .apply import check_record
+
+        return check_record(self.record, func, self.workload, target_spec)
+
+    def apply(self, func, target_spec):
+        import tvm
+
+        from .apply import apply_record
+
+        return apply_record(func, self.workload, self.checked(func, target_spec),
+                            tvm.target.Target(target_spec.tvm_target))
+
+    def check(self, func, target_spec) -> None:
+        from .apply import check_decisions
+
+        check_decisions(func, self.workload, self.checked(func, target_spec))  # the whole trace
+
+
+@dataclass(frozen=True)
+class Invalid(_Kind):
+    """A .json record that does not parse. The one rule for it: it is identified by its
+    bytes (the build fails on it, and must not find it in the cache), and building with it
+    fails with the reason it does not parse."""
+
+    workload: str
+    path: Path
+    data: bytes
+    reason: str         # why it does not parse
+    hint: str | None
 
     @property
-    def path(self) -> Path | None:
-        """The record file (the first one, for a conflict), None for the default schedule."""
-        return self.files[0] if self.files else None
+    def error(self) -> BuildError:
+        return BuildError(self.reason, file=self.path, workload=self.workload, hint=self.hint)
+
+    def identity(self) -> dict:
+        return {"kind": "invalid", "file": str(self.path), "sha256": bytes_digest(self.data)}
+
+    def files(self) -> dict[Path, bytes]:
+        return {self.path: self.data}
+
+    def apply(self, func, target_spec):
+        raise self.error
+
+
+@dataclass(frozen=True)
+class Python(_Kind):
+    """A Python schedule function (.py) with the helper modules it imports, as read."""
+
+    workload: str
+    path: Path
+    data: bytes
+    helpers: tuple[tuple[str, Path, bytes], ...]  # (module name, file, bytes), by name
+
+    def _helpers(self) -> dict[str, tuple[Path, bytes]]:
+        return {name: (file, data) for name, file, data in self.helpers}
+
+    def identity(self) -> dict:
+        return {"kind": "python", "file": str(self.path), "sha256": bytes_digest(self.data),
+                "helpers": {name: bytes_digest(data) for name, _, data in self.helpers}}
+
+    def files(self) -> dict[Path, bytes]:
+        return {self.path: self.data, **{file: data for _, file, data in self.helpers}}
+
+    def apply(self, func, target_spec):
+        return python_schedule.apply(func, self.workload, self.path, self.data, self._helpers())
+
+    def trace(self, func) -> list:
+        """What the function does, as a MetaSchedule trace (how it is exported)."""
+        return python_schedule.trace(func, self.workload, self.path, self.data, self._helpers())
+
+
+@dataclass(frozen=True)
+class Conflict(_Kind):
+    """Two records for one workload: building it fails until one is deleted."""
+
+    workload: str
+    paths: tuple[Path, ...]
+
+    @property
+    def path(self) -> Path:
+        return self.paths[0]
+
+    def identity(self) -> dict:
+        return {"kind": "conflict", "files": [str(p) for p in self.paths]}
+
+    def apply(self, func, target_spec):
+        raise BuildError(f"two records for one workload: {', '.join(map(str, self.paths))}",
+                         file=self.paths[0], workload=self.workload,
+                         hint="delete the one not meant")
+
+
+Active = Default | Trace | Invalid | Python | Conflict  # what active() returns
 
 
 def candidates(layout: ModelLayout, workload: str) -> tuple[Path, Path]:
@@ -44,8 +196,45 @@ def candidates(layout: ModelLayout, workload: str) -> tuple[Path, Path]:
     return layout.record(workload), layout.python_record(workload)
 
 
+def located(layout: ModelLayout, workload: str) -> tuple[Path, ...]:
+    """The record files of a workload that exist now (none read: cheap, for listings)."""
+    return tuple(p for p in candidates(layout, workload) if p.is_file())
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None  # deleted since it was found: as if it had not been there
+
+
+def of_files(workload: str, paths: tuple[Path, ...]) -> Active:
+    """The record of ``workload`` made of the files at ``paths`` (those that exist), each
+    read once and parsed once."""
+    found = [(p, data) for p in paths if (data := _read(p)) is not None]
+    if not found:
+        return Default(workload)
+    if len(found) > 1:
+        return Conflict(workload, tuple(p for p, _ in found))
+    path, data = found[0]
+    if path.suffix == ".py":
+        helpers = python_schedule.read_helpers(path, data)
+        return Python(workload, path, data,
+                      tuple((name, f, b) for name, (f, b) in sorted(helpers.items())))
+    return of_json(workload, path, data)
+
+
+def of_json(workload: str, path: Path, data: bytes) -> Trace | Invalid:
+    """A JSON record from its bytes: a Trace, or Invalid with the reason."""
+    try:
+        return Trace(workload, path, data, records.parse_bytes(data, path, workload))
+    except BuildError as err:
+        return Invalid(workload, path, data, err.message, err.hint)
+
+
 def active(layout: ModelLayout, workload: str) -> Active:
-    return Active(workload, tuple(p for p in candidates(layout, workload) if p.is_file()))
+    """The record ``workload`` builds with now, read once."""
+    return of_files(workload, candidates(layout, workload))
 
 
 def record_files(layout: ModelLayout) -> list[Path]:
@@ -60,3 +249,9 @@ def record_files_in(folder: Path) -> list[Path]:
         return []
     return sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.py")]
                   if not p.name.startswith("_"))
+
+
+def records_in(folder: Path) -> list[Active]:
+    """Each active record file in ``folder`` as its own record (for a workload named by the
+    file), read once."""
+    return [of_files(p.stem, (p,)) for p in record_files_in(folder)]

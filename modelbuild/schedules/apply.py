@@ -85,9 +85,16 @@ def apply_record(func, name: str, record: records.Record, target):
 def checked_record(record_file: Path, func, name: str, target_spec: TargetSpec) -> records.Record:
     """The record in ``record_file``, validated against the workload as the build needs it:
     JSON shape, workload name and hash (stale?), target. Raises BuildError."""
+    return check_record(records.load(record_file, expected_workload=name), func, name,
+                        target_spec)
+
+
+def check_record(record: records.Record, func, name: str,
+                 target_spec: TargetSpec) -> records.Record:
+    """``record`` (parsed), validated against the workload as the build needs it: workload
+    hash (stale?), target. Raises BuildError."""
     from ..core.workloads import structural_hash
 
-    record = records.load(record_file, expected_workload=name)
     records.check_target(record, target_spec)
     current = structural_hash(func)
     if record.workload_hash != current:
@@ -95,7 +102,7 @@ def checked_record(record_file: Path, func, name: str, target_spec: TargetSpec) 
             f"stale record: it was made for workload hash {record.workload_hash}, "
             f"but the model's workload '{name}' now hashes to {current} "
             "(the model or the partition passes changed)",
-            file=record_file, workload=name,
+            file=record.path, workload=name,
             hint="re-tune or re-sample this workload, or delete the file to build "
                  "it with TVM's default schedule")
     return record

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
-from .active import record_files
+from .active import of_files, record_files
 
 
 @dataclass
@@ -25,19 +25,12 @@ class Problem:
 
 def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None) -> Problem | None:
     """None if the record at ``path`` builds; else what is wrong with it."""
-    from . import python_schedule
-    from .apply import check_decisions, checked_record
-
     name = workload or path.stem
     if name not in funcs:
         return Problem(path, name, f"the model has no workload '{name}' "
                                    "(renamed by a model change? delete or rename the file)")
     try:
-        if path.suffix == ".py":
-            python_schedule.apply(funcs[name], name, path)
-            return None
-        record = checked_record(path, funcs[name], name, target_spec)
-        check_decisions(funcs[name], name, record)  # replays the whole trace
+        of_files(name, (path,)).check(funcs[name], target_spec)
     except BuildError as err:
         text = err.message + (f"\n  hint: {err.hint}" if err.hint else "")
         return Problem(path, name, text)

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.abc
+import importlib.util
+import linecache
 import sys
 import traceback
 from pathlib import Path
@@ -45,16 +48,17 @@ def helper_dirs(path: Path) -> list[Path]:
     return [path.parent, path.parent.parent]
 
 
-def helpers(path: Path) -> dict[str, Path]:
-    """module name -> file of every helper module ``path`` imports, directly or through
-    another helper (read from the source: nothing is imported)."""
-    found: dict[str, Path] = {}
-    todo = [path]
+def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
+    """module name -> (file, its bytes) of every helper module the schedule ``source`` (the
+    bytes of ``path``) imports, directly or through another helper: each file read once,
+    found from the source (nothing is imported)."""
+    found: dict[str, tuple[Path, bytes]] = {}
+    todo = [(path, source)]
     while todo:
-        current = todo.pop()
+        current, data = todo.pop()
         try:
-            tree = ast.parse(current.read_text(), str(current))
-        except (OSError, SyntaxError, UnicodeDecodeError):
+            tree = ast.parse(data.decode("utf-8"), str(current))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # loading the schedule reports it
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -68,33 +72,76 @@ def helpers(path: Path) -> dict[str, Path]:
                     continue
                 module = next((d / f"{name}.py" for d in helper_dirs(path)
                                if (d / f"{name}.py").is_file()), None)
-                if module is not None:
-                    found[name] = module
-                    todo.append(module)
+                if module is None:
+                    continue
+                try:
+                    found[name] = (module, module.read_bytes())
+                except OSError:
+                    continue  # gone since: loading the schedule reports it
+                todo.append(found[name])
     return found
 
 
+class _HelperFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a schedule's helper modules from the bytes read with the schedule, never
+    from the files again (an edit meanwhile is the next build's)."""
+
+    def __init__(self, helpers: dict[str, tuple[Path, bytes]]):
+        self.helpers = helpers
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.helpers:
+            return None
+        return importlib.util.spec_from_loader(name, self, origin=str(self.helpers[name][0]))
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        file, data = self.helpers[module.__name__]
+        module.__file__ = str(file)
+        exec(compile(data.decode("utf-8"), str(file), "exec"), module.__dict__)  # noqa: S102
+
+
 @contextlib.contextmanager
-def _helpers_importable(path: Path):
-    """The schedule's helper folders on the import path while its code runs; helpers it
-    imports are read afresh (not an older copy left in ``sys.modules``)."""
-    for name in helpers(path):
+def _helpers_importable(path: Path, source: bytes, helpers: dict[str, tuple[Path, bytes]]):
+    """The schedule's helper modules importable, from their bytes, while its code runs
+    (its helper folders on the import path behind them, as a plain import would find
+    them); tracebacks show the lines read. Helpers are imported afresh each time (not an
+    older copy left in ``sys.modules``)."""
+    for name in helpers:
         sys.modules.pop(name, None)
+    finder = _HelperFinder(helpers)
+    sys.meta_path.insert(0, finder)
     added = [str(d) for d in helper_dirs(path) if str(d) not in sys.path]
     sys.path[:0] = added
+    lines = {str(f): data for f, data in [(path, source), *helpers.values()]}
+    saved = {name: linecache.cache.get(name) for name in lines}
+    for name, data in lines.items():
+        text = data.decode("utf-8", errors="replace")
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     try:
         yield
     finally:
+        sys.meta_path.remove(finder)
         for entry in added:
             sys.path.remove(entry)
+        for name in helpers:
+            sys.modules.pop(name, None)
+        for name, entry in saved.items():
+            if entry is None:
+                linecache.cache.pop(name, None)
+            else:
+                linecache.cache[name] = entry
 
 
-def load(path: Path, workload: str):
-    """The ``schedule`` function defined in ``path``."""
+def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path, bytes]]):
+    """The ``schedule`` function defined by ``source`` (the bytes read from ``path``), its
+    helper modules imported from ``helpers`` (``read_helpers``)."""
     namespace = {"__file__": str(path), "__name__": f"modelbuild_schedule_{workload}"}
     try:
-        code = compile(path.read_text(), str(path), "exec")
-        with _helpers_importable(path):
+        with _helpers_importable(path, source, helpers):
+            code = compile(source.decode("utf-8"), str(path), "exec")
             exec(code, namespace)  # noqa: S102 - the user's own schedule file, like a dodo.py
     except SyntaxError as err:
         raise BuildError(f"syntax error at line {err.lineno}: {err.msg}", file=path,
@@ -109,41 +156,38 @@ def load(path: Path, workload: str):
     return fn
 
 
-def apply(func, name: str, path: Path):
-    """``func`` scheduled by the ``schedule`` function in ``path``."""
-    import tvm
+def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
+    """The ``Schedule`` the function in ``source`` made of ``func``."""
     from tvm.s_tir import Schedule
 
-    from ..core.workloads import copy, normalize
+    from ..core.workloads import normalize
 
-    fn = load(path, name)
+    fn = load(path, name, source, helpers)
     sch = Schedule(normalize(func), error_render_level="detail")
     try:
-        with _helpers_importable(path):
+        with _helpers_importable(path, source, helpers):
             fn(sch)
     except Exception as err:
         raise BuildError(f"the schedule function raised{_where(err, path)}: {summarize(err)}",
                          file=path, workload=name, hint=HINT) from None
-    scheduled = sch.mod["main"]
+    return sch
+
+
+def apply(func, name: str, path: Path, source: bytes, helpers: dict):
+    """``func`` scheduled by the ``schedule`` function in ``source`` (read from ``path``)."""
+    import tvm
+
+    from ..core.workloads import copy
+
+    scheduled = _scheduled(func, name, path, source, helpers).mod["main"]
     original = copy(func)
     return tvm.tirx.PrimFunc(scheduled.params, scheduled.body, scheduled.ret_type,
                              attrs=original.attrs).with_attr("tirx.is_scheduled", True)
 
 
-def trace(func, name: str, path: Path) -> list:
+def trace(func, name: str, path: Path, source: bytes, helpers: dict) -> list:
     """The schedule function's work as a MetaSchedule trace (``Trace.as_json()``), which
     replays to the same schedule: how a Python schedule is exported to a database."""
-    from tvm.s_tir import Schedule
-
-    from ..core.workloads import normalize
     from .records import plain
 
-    fn = load(path, name)
-    sch = Schedule(normalize(func), error_render_level="detail")
-    try:
-        with _helpers_importable(path):
-            fn(sch)
-    except Exception as err:
-        raise BuildError(f"the schedule function raised{_where(err, path)}: {summarize(err)}",
-                         file=path, workload=name, hint=HINT) from None
-    return plain(sch.trace.as_json())
+    return plain(_scheduled(func, name, path, source, helpers).trace.as_json())

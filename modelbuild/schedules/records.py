@@ -100,11 +100,17 @@ def parse(text: str, path: Path, expected_workload: str | None = None) -> Record
 
 
 def load(path: Path, expected_workload: str | None = None) -> Record:
+    return parse_bytes(path.read_bytes(), path, expected_workload)
+
+
+def parse_bytes(data: bytes, path: Path, expected_workload: str | None = None) -> Record:
+    """A validated Record from the bytes read from ``path``; BuildError otherwise."""
     try:
-        text = path.read_text()
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         _fail(path, expected_workload, "not a text file")
-    return parse(text, path, expected_workload)
+    # as Path.read_text reads it (universal newlines): error positions stay the same
+    return parse(text.replace("\r\n", "\n").replace("\r", "\n"), path, expected_workload)
 
 
 def check_target(record: Record, target: TargetSpec) -> None:

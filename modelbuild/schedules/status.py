@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..core.manifest import Manifest
-from . import records, variants
-from .active import CONFLICT, DEFAULT, PYTHON, active
+from . import variants
+from .active import Conflict, Default, Invalid, Python, active
 
 
 @dataclass
@@ -51,23 +50,22 @@ def rows(layout: ModelLayout, man: Manifest, build_target: dict | None = None) -
         record = active(layout, w.name)
         path = record.path
         count = len(variants.existing(layout, w.name))
-        if record.kind == CONFLICT:
+        if isinstance(record, Conflict):
             out.append(Row(w.name, "conflict", None, str(path), None, count,
                            "two records for one workload: "
-                           + ", ".join(p.name for p in record.files) + "; the build fails"))
+                           + ", ".join(p.name for p in record.paths) + "; the build fails"))
             continue
-        if record.kind == PYTHON:
+        if isinstance(record, Python):
             out.append(Row(w.name, "python", None, str(path), None, count,
                            "hand-written schedule function"))
             continue
-        if record.kind == DEFAULT:
+        if isinstance(record, Default):
             out.append(Row(w.name, "none", None, None, None, count, "TVM's default schedule"))
             continue
-        try:
-            rec = records.load(path, expected_workload=w.name)
-        except BuildError as err:
-            out.append(Row(w.name, "invalid", None, str(path), None, count, err.message))
+        if isinstance(record, Invalid):
+            out.append(Row(w.name, "invalid", None, str(path), None, count, record.reason))
             continue
+        rec = record.record
         secs = min(rec.run_secs) if rec.run_secs else None
         if rec.workload_hash != w.hash:
             status, note = "stale", "made for another version of this workload"

@@ -16,14 +16,6 @@ SEARCH = "evolutionary"        # its evolutionary search, guided by the cost mod
 TASK_SCHEDULER = "gradient"    # trials go where weight x latency gain is largest
 
 
-def cost_model_name() -> str:
-    return COST_MODEL
-
-
-def search_strategy_name() -> str:
-    return SEARCH
-
-
 def trials_per_round(total_trials: int, workloads: int) -> int:
     """Candidates measured per round of one workload: MetaSchedule's 64 when the budget is
     large; smaller for small budgets, so every workload gets a first round and the gradient

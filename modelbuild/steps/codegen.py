@@ -4,6 +4,9 @@ TVM compiles the workload for the target (``tvm.tirx.build``); how that
 becomes the artifact file is the target entry's ``emit`` hook (targets.py):
 LLVM writes an object itself, the C target's source goes through the system
 C compiler, CUDA's kernels through nvcc.
+
+The step compiles bytes already read (the lowered TIR): the build keys the step
+with the very bytes it compiles (issue 19).
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from ..core import atomic
 from ..targets.registry import TargetSpec
 
 
-def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) -> None:
+def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: str) -> None:
+    """Write the artifact of the scheduled TIR ``lowered`` (lower's output) to ``out_file``."""
     import tvm
 
-    func = tvm.ir.load_json(lowered_file.read_text())
+    func = tvm.ir.load_json(lowered.decode("utf-8"))
     # tvm.compile's AttachGlobalSymbol names each kernel after its global var.
     func = func.with_attr("global_symbol", name)
     lib = tvm.tirx.build(tvm.IRModule({name: func}),
@@ -28,3 +32,8 @@ def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) 
         atomic.commit(tmp, out_file)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def run(lowered_file: Path, out_file: Path, target_spec: TargetSpec, name: str) -> None:
+    """The artifact of the lowered TIR in ``lowered_file``."""
+    compile_to(lowered_file.read_bytes(), out_file, target_spec, name)

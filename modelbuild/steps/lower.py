@@ -1,9 +1,13 @@
 """lower: apply one workload's schedule record to its PrimFunc.
 
-The record's trace is applied exactly as ``relax.transform.MetaScheduleApplyDatabase``
-applies it inside ``tvm.compile`` (schedules/apply.py). No record means the
-target's default schedule: its entry's ``default_schedule`` hook (targets/registry.py)
-if it has one, else TVM's default, applied at codegen.
+The record (schedules/active.py) says how it applies: a MetaSchedule trace exactly
+as ``relax.transform.MetaScheduleApplyDatabase`` applies it inside ``tvm.compile``
+(schedules/apply.py), a Python schedule by its function, and no record the target's
+default schedule: its entry's ``default_schedule`` hook (targets/registry.py) if it
+has one, else TVM's, applied at codegen.
+
+The step computes from bytes already read (the workload's TIR, the record's files):
+the build keys the step with the very bytes it lowers (issue 19).
 """
 
 from __future__ import annotations
@@ -11,31 +15,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import atomic
-from ..core.errors import BuildError
-from ..schedules import python_schedule
-from ..schedules.active import CONFLICT, PYTHON, Active
-from ..schedules.apply import apply_record, checked_record
+from ..schedules.active import Active
 from ..targets.registry import TargetSpec
+
+
+def lowered(workload: bytes, record: Active, target_spec: TargetSpec, name: str) -> bytes:
+    """``name``'s scheduled TIR, from its TIR (``workload``, as partition wrote it) and its
+    active record, read once (``schedules.active.active``)."""
+    import tvm
+
+    func = tvm.ir.load_json(workload.decode("utf-8"))
+    return tvm.ir.save_json(record.apply(func, target_spec)).encode("utf-8")
 
 
 def run(workload_file: Path, record: Active, out_file: Path, target_spec: TargetSpec,
         name: str) -> None:
-    """Write ``name``'s scheduled TIR to ``out_file``.
-
-    ``record``: the workload's active record, a MetaSchedule trace (.json) or a
-    Python schedule function (.py); none for the default schedule.
-    """
-    import tvm
-
-    func = tvm.ir.load_json(workload_file.read_text())
-    if record.kind == CONFLICT:
-        raise BuildError(f"two records for one workload: {', '.join(map(str, record.files))}",
-                         file=record.files[0], workload=name, hint="delete the one not meant")
-    if record.kind == PYTHON:
-        func = python_schedule.apply(func, name, record.path)
-    elif record.path is not None:
-        checked = checked_record(record.path, func, name, target_spec)
-        func = apply_record(func, name, checked, tvm.target.Target(target_spec.tvm_target))
-    elif target_spec.default_schedule is not None:
-        func = target_spec.default_schedule(func, name, tvm.target.Target(target_spec.tvm_target))
-    atomic.write_text(out_file, tvm.ir.save_json(func))
+    """Write ``name``'s scheduled TIR to ``out_file`` (the workload read from its file)."""
+    atomic.write_bytes(out_file, lowered(workload_file.read_bytes(), record, target_spec, name))

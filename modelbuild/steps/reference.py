@@ -11,15 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.models import ModelSpec
-from ..schedules import python_schedule
 from ..schedules import records as records_mod
-from ..schedules.active import record_files_in
+from ..schedules.active import Active, Invalid, Python, Trace, records_in
 from ..targets.registry import TargetSpec
 
 
-def load_records(schedules_dir: Path) -> list[records_mod.Record]:
-    return [records_mod.load(p, expected_workload=p.stem) for p in record_files_in(schedules_dir)
-            if p.suffix == ".json"]
+def traces(recs: list[Active]) -> list[records_mod.Record]:
+    """The MetaSchedule traces among ``recs`` (BuildError for one that does not parse)."""
+    out = []
+    for rec in recs:
+        if isinstance(rec, Invalid):
+            raise rec.error
+        if isinstance(rec, Trace):
+            out.append(rec.record)
+    return out
 
 
 def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec):
@@ -36,12 +41,13 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     # MetaScheduleApplyDatabase; fusing once lets the database hold the fused workloads.
     fused = fuse(import_model(spec), target)
     funcs = workloads_of(fused)
-    for path in record_files_in(schedules_dir):
-        if path.suffix == ".py":
-            scheduled = python_schedule.apply(funcs[path.stem], path.stem, path)
-            fused.update_func(fused.get_global_var(path.stem), scheduled)
+    recs = records_in(schedules_dir)  # each file read once
+    for rec in recs:
+        if isinstance(rec, Python):
+            scheduled = rec.apply(funcs[rec.workload], target_spec)
+            fused.update_func(fused.get_global_var(rec.workload), scheduled)
     db = ms.database.MemoryDatabase()
-    for rec in load_records(schedules_dir):
+    for rec in traces(recs):
         workload = db.commit_workload(normalize(funcs[rec.workload]))
         db.commit_tuning_record(ms.database.TuningRecord.from_json(
             [rec.trace, rec.run_secs or [1.0], rec.target, None], workload))

@@ -1,0 +1,54 @@
+"""The options several commands share, each declared once, and the argument types.
+
+A command module declares its own arguments in ``arguments(parser)`` beside its
+``run(args)``, calling these for the shared ones (as doit's commands list shared
+option dicts in their ``cmd_options``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..targets.registry import DEFAULT_TARGET
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
+    return int(text)
+
+
+def natural(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
+    return int(text)
+
+
+def variant(text: str) -> str:
+    if text != "default" and not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"expected a variant number (1, 2, ...) or 'default', "
+                                         f"not {text!r}")
+    return text
+
+
+def model(parser: argparse.ArgumentParser) -> None:
+    """The model a command works on (positional): models/<model>.onnx or .toml."""
+    parser.add_argument("model", help="the model: models/<model>.onnx or models/<model>.toml")
+
+
+def target(parser: argparse.ArgumentParser) -> None:
+    """--target and --mcpu: the target the command builds (or would build) for."""
+    parser.add_argument("--target", default=DEFAULT_TARGET,
+                        help=f"the target to build for (default: {DEFAULT_TARGET})")
+    parser.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this "
+                                       "machine's), e.g. x86-64-v3")
+
+
+def json_output(parser: argparse.ArgumentParser, help: str = "machine-readable output") -> None:
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def timing(parser: argparse.ArgumentParser, runs_help: str = "timed runs (default 10)") -> None:
+    """--runs and --warmup of a command that times the library."""
+    parser.add_argument("--runs", type=positive, default=10, help=runs_help)
+    parser.add_argument("--warmup", type=natural, default=2, help="untimed runs first (default 2)")

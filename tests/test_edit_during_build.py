@@ -1,0 +1,206 @@
+"""A record edited while a build runs (issue 19, item 1): each step reads each input once,
+so the key and the output come from the same bytes; an edit during a build is either
+built or not, never filed under the other edit's key."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import make_project, tiny_conv_workload
+from onnx_models import tiny_model
+
+from modelbuild.core.layout import Project as Layout
+from modelbuild.graph import fingerprint
+from modelbuild.graph.cache import Cache
+from modelbuild.graph.cached_step import Step
+from modelbuild.schedules import records
+
+
+class Toggler:
+    """Makes the record of ``workload`` each of ``variants`` in turn, every ``period`` seconds
+    (an editor's autosave, an edit and its undo in watch mode), until stopped."""
+
+    def __init__(self, project, workload: str, variants, period: float = 0.02):
+        self.project, self.workload, self.variants, self.period = project, workload, variants, period
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.writes = 0
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.project.set_record("tiny", self.workload, self.variants[self.writes % 2])
+            self.writes += 1
+            self.stop.wait(self.period)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def _lowered(project, workload: str) -> bytes:
+    return (project.root / "build" / "tiny" / "lowered" / f"{workload}.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def clean_builds(tiny_built, tiny_variants, tmp_path_factory):
+    """variant index -> (objects, lowered TIR of the toggled workload) of a clean build of
+    the tiny model with that variant as its record, in a fresh project."""
+    workload, variants = tiny_variants
+    project = make_project(tmp_path_factory.mktemp("clean") / "p", {"tiny": tiny_model()})
+    out = {}
+    for k in (0, 1):
+        shutil.rmtree(project.root / "build", ignore_errors=True)  # its cache too: clean
+        project.set_record("tiny", workload, variants[k])
+        project.doit("build:tiny")
+        out[k] = (project.objects("tiny"), _lowered(project, workload))
+    assert out[0][0] != out[1][0], "the two variants must compile to different objects"
+    return out
+
+
+@pytest.mark.parametrize("jobs", [[], ["-n", "2"]], ids=["serial", "parallel"])
+def test_a_record_toggled_during_builds_never_files_one_variant_under_the_other(
+        tiny_copy, tiny_variants, clean_builds, tmp_path, jobs):
+    workload, variants = tiny_variants
+    for round_ in range(3):
+        # a cache outside build/, kept when build/ is removed; fresh each round, so that
+        # the toggled builds compute (a restore reads nothing it could mix up)
+        env = {**os.environ, "MODELBUILD_CACHE": str(tmp_path / f"cache{round_}")}
+        shutil.rmtree(tiny_copy.root / "build", ignore_errors=True)
+        with Toggler(tiny_copy, workload, variants) as toggler:
+            for _ in range(2):
+                run = tiny_copy.doit(*jobs, "build:tiny", env=env, check=False)
+                assert run.returncode == 0, run.output  # both variants are valid
+        assert toggler.writes > 10
+        for k in (0, 1):
+            tiny_copy.set_record("tiny", workload, variants[k])
+            tiny_copy.doit("build:tiny", env=env)
+            assert _lowered(tiny_copy, workload) == clean_builds[k][1], (round_, k)
+            assert tiny_copy.objects("tiny") == clean_builds[k][0], (round_, k)
+        for k in (0, 1):  # what the cache holds, restored into an empty build/
+            shutil.rmtree(tiny_copy.root / "build")
+            tiny_copy.set_record("tiny", workload, variants[k])
+            tiny_copy.doit("build:tiny", env=env)
+            assert _lowered(tiny_copy, workload) == clean_builds[k][1], (round_, k, "restored")
+            assert tiny_copy.objects("tiny") == clean_builds[k][0], (round_, k, "restored")
+
+
+# -- unit level: one read makes the key and what the step computes from ------------------
+
+def _record_json(workload: str, workload_hash: str) -> str:
+    return json.dumps({"format": records.FORMAT, "workload": workload,
+                       "workload_hash": workload_hash, "target": {"kind": "llvm"},
+                       "trace": [[], []]})
+
+
+@pytest.fixture
+def lower_project(tmp_path):
+    layout = Layout(tmp_path).model("m")
+    layout.workload("w").parent.mkdir(parents=True)
+    layout.workload("w").write_text('{"tir": 1}')
+    layout.record("w").parent.mkdir(parents=True)
+    layout.record("w").write_text(_record_json("w", "1"))
+    return tmp_path, layout
+
+
+def test_lower_reads_its_workload_and_record_once_and_is_given_what_it_read(
+        lower_project, monkeypatch):
+    _, layout = lower_project
+    reads: list[str] = []
+    read_bytes = Path.read_bytes
+
+    def counting(path):
+        data = read_bytes(path)
+        reads.append(f"{path.parent.name}/{path.name}")
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("read as text"))
+    monkeypatch.setattr(records, "parse", functools.partial(_counted, records.parse, reads))
+    inputs = fingerprint.lower_inputs({"c": 1}, layout, "w")
+    assert sorted(reads) == ["m/w.json", "parse", "workloads/w.json"]  # one read each, one parse
+    workload, record = inputs.given
+    assert workload == b'{"tir": 1}' and record.data == _record_json("w", "1").encode()
+    assert record.identity() == inputs["record"]
+    assert inputs["record"]["canonical"] == json.dumps(
+        {"target": {"kind": "llvm"}, "trace": [[], []], "workload_hash": "1"},
+        sort_keys=True, separators=(",", ":"))
+
+
+def _counted(fn, log, *args, **kwargs):
+    log.append("parse")
+    return fn(*args, **kwargs)
+
+
+def test_an_edit_while_a_step_computes_is_not_filed_under_the_key_of_what_it_read(
+        lower_project):
+    root, layout = lower_project
+    step = Step("lower:m/w", "lowered", Cache.of(Layout(root)), layout.lowered("w"),
+                functools.partial(fingerprint.lower_inputs, {"c": 1}, layout, "w"))
+    key_v1 = fingerprint.key(step.inputs())
+
+    def compute(workload, record):
+        # an edit and its undo while the step runs: the record read for the key is built
+        layout.record("w").write_text(_record_json("w", "2"))
+        layout.lowered("w").parent.mkdir(parents=True, exist_ok=True)
+        layout.lowered("w").write_bytes(record.data)
+        layout.record("w").write_text(_record_json("w", "1"))
+
+    step.build(compute)
+    assert step.cache.get("lowered", key_v1) == _record_json("w", "1").encode()
+    assert fingerprint.read_stamp(layout.lowered("w"))["key"] == key_v1
+
+
+TILING = "FACTOR = {factor}\n"
+SCHEDULE = '''
+from _tiling import FACTOR
+
+
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    outer, inner = sch.split(x, factors=[None, FACTOR])
+    sch.reorder(n, f, y, rc, ry, rx, outer, inner)
+    sch.vectorize(inner)
+'''
+
+
+def test_a_python_schedule_runs_from_the_bytes_read_locally_and_on_a_worker(tiny_copy):
+    """The record object holds the schedule's and its helper's bytes: applied from them
+    (an edit after the read is the next build's), and shipped as is to a worker, which
+    lowers to the same bytes without the files."""
+    import pickle
+
+    from modelbuild.graph import worker
+    from modelbuild.schedules.active import Python, active
+    from modelbuild.steps import lower
+    from modelbuild.targets import registry
+
+    workload = tiny_conv_workload(tiny_copy)
+    layout = Layout(tiny_copy.root).model("tiny")
+    layout.records_dir.mkdir(parents=True, exist_ok=True)
+    (layout.records_dir / "_tiling.py").write_text(TILING.format(factor=8))
+    layout.python_record(workload).write_text(SCHEDULE)
+    spec, tir = registry.resolve("llvm"), layout.workload(workload).read_bytes()
+    record = active(layout, workload)
+    assert isinstance(record, Python) and set(record.files()) == {
+        layout.python_record(workload), layout.records_dir / "_tiling.py"}
+    # edited after the read: the helper, and the schedule into one that fails
+    (layout.records_dir / "_tiling.py").write_text(TILING.format(factor=4))
+    built = lower.lowered(tir, record, spec, workload)
+    edited = lower.lowered(tir, active(layout, workload), spec, workload)
+    assert built != edited  # the helper's edit matters, and was not read by ``built``
+    layout.python_record(workload).write_text("raise SystemExit('read again')\n")
+    assert lower.lowered(tir, record, spec, workload) == built
+    shipped = pickle.loads(pickle.dumps(record))
+    args = {"workload": tir, "record": shipped, "target": spec, "name": workload}
+    assert worker.run_step("lower", worker.identity("lower", spec.sources), args) == built
