@@ -135,7 +135,9 @@ def simplify_graph():
         for gv, func in mod.functions.items():
             if isinstance(func, relax.Function):
                 rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-        return relax.transform.DeadCodeElimination()(rewriter.builder_.get())
+        # the aliases the rewrites leave (y = x) would stop FuseOps at them
+        return relax.transform.CanonicalizeBindings()(
+            relax.transform.DeadCodeElimination()(rewriter.builder_.get()))
 
     return run
 

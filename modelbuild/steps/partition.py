@@ -18,7 +18,7 @@ from ..core.digest import file_digest
 from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec, check_exists
-from ..core.passes import PASSES
+from ..core.passes import PASSES, default_layout
 from ..targets import toolchain
 from ..targets.registry import TargetSpec
 
@@ -196,8 +196,9 @@ def fuse_stages(mod, target, block: int | None = None) -> dict:
 
 
 def channel_block(spec: ModelSpec, target_spec: TargetSpec) -> int | None:
-    """The channel block the model is built with (None: NCHW)."""
-    if (spec.layout or "NCHW") == "NCHW":
+    """The channel block the model is built with (None: NCHW); a spec without a layout
+    (not chosen by a build's context) gets the target's default."""
+    if (spec.layout or default_layout(target_spec.kind)) == "NCHW":
         return None
     return target_spec.vector_floats(target_spec.tvm_target)
 

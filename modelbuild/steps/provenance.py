@@ -73,12 +73,16 @@ def relax_operators(mod) -> list[SourceOp]:
 def trace(ops: list[SourceOp], stages: dict, workloads) -> tuple[Operator, ...]:
     """Where each operator went, from the modules partition made.
 
-    ``stages``: the imported module ("import") and the modules after "LegalizeOps",
-    "FoldConstant" and "FuseTIR"; ``workloads``: the names of the workloads.
+    ``stages``: the imported module ("import") and the modules after each pass of
+    core/passes.py's PASSES (at least "FoldConstant" and "FuseTIR"); ``workloads``: the
+    names of the workloads.
     """
     owners, notes = _owners_at_import(ops, stages["import"]["main"])
     imported = {o for o in owners if o is not None}
-    for earlier, later in (("import", "LegalizeOps"), ("LegalizeOps", "FoldConstant")):
+    from ..core.passes import PASSES
+
+    names = ["import", *[n for n in PASSES[:PASSES.index("FoldConstant") + 1] if n in stages]]
+    for earlier, later in zip(names, names[1:]):
         owners = _carry(_bindings(stages[earlier]["main"]), owners,
                         _bindings(stages[later]["main"]))
     kernel_of = _kernels(stages["FoldConstant"], stages["FuseTIR"], set(workloads))
