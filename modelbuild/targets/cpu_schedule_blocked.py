@@ -9,7 +9,8 @@ blocked layout's: see steps/blocked_layout.py), which fills the vector registers
   columns, then the input channels of one block (contiguous in the input and in the
   weights, which partition laid out as ``OIHW{b}i{b}o`` constants: nothing is
   repacked at run time);
-- the output's channel blocks x rows run in parallel;
+- the output's channel blocks x rows run in parallel (rows outside when the input is
+  bigger than the weights, so that tasks running together share input rows);
 - the epilogue (bias, residual add, ReLU: one block once the schedule inlined the
   element-wise blocks into each other) is computed from the registers as they are
   written out.
@@ -40,6 +41,18 @@ def positions(width: int, lanes: int) -> int:
     return next(d for d in range(min(width, cap), 0, -1) if width % d == 0)
 
 
+def _rows_outside(sch, block) -> bool:
+    """Whether the parallel loop runs rows outside channel blocks: when the input is bigger
+    than the weights (early layers), so that the tasks running together read the same input
+    rows while the weights stay in cache; else (late layers: small activations, big
+    weights) each block of weights serves every row before the next is read."""
+    import math
+
+    reads = sch.get(block).reads
+    size = {len(r.source.shape): math.prod(int(d) for d in r.source.shape) for r in reads}
+    return size.get(5, 0) >= size.get(6, 0)
+
+
 def _input_block(sch, block) -> int:
     """The input's channel block: the last axis of the input read (the data, not the weights)."""
     b = sch.get(block)
@@ -54,7 +67,8 @@ def schedule(sch, block) -> list[str]:
     lanes = int(sch.get(oc_block).extent)
     ow_o, ow_i = sch.split(ow, [None, positions(int(sch.get(ow).extent), lanes)])
     ic_o, ic_i = sch.split(ic, [None, _input_block(sch, block)])
-    sch.reorder(n, oc_chunk, oh, ow_o, ic_o, kh, kw, ic_i, ow_i, oc_block)
+    outer = (n, oh, oc_chunk) if _rows_outside(sch, block) else (n, oc_chunk, oh)
+    sch.reorder(*outer, ow_o, ic_o, kh, kw, ic_i, ow_i, oc_block)
     consumers = sch.get_consumers(block)
     cache = sch.cache_write(block, 0, "local")
     writer = cache
@@ -64,7 +78,7 @@ def schedule(sch, block) -> list[str]:
         except Exception:  # noqa: BLE001 - not inlinable: computed after the row instead
             pass
     sch.reverse_compute_at(writer, ow_o)
-    sch.parallel(sch.fuse(n, oc_chunk, oh))
+    sch.parallel(sch.fuse(*outer))
     sch.unroll(ow_i)
     sch.vectorize(oc_block)
     *_, inner = sch.get_loops(writer)
