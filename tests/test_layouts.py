@@ -4,11 +4,14 @@ hit), record edits rebuild exactly what they should, a bad layout is one clear l
 the graph clean-ups partition runs before fusion (BatchNorm folded, stack+sum as adds,
 dropout gone)."""
 
+import os
 import shutil
 
 import numpy as np
 import onnx
+import pytest
 from conftest import (
+    REPO,
     assert_close,
     make_project,
     model_inputs,
@@ -18,11 +21,14 @@ from conftest import (
     sampled_records,
 )
 from onnx import TensorProto, helper
-from onnx_models import tiny_model
+from onnx_models import randomized_light, tiny_model
 
 from modelbuild.core import manifest
+from modelbuild.core import models as models_mod
 
 BLOCKED = "NCHWc"
+_slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),
+                           reason="slow; set MODELBUILD_SLOW_TESTS=1 to run")
 
 
 def _workloads(project, model="tiny") -> list[str]:
@@ -170,3 +176,21 @@ def test_non_max_suppression_builds_with_the_cpu_default_schedule(tmp_path):
     ours = run_library(project.library("nms"), [boxes, scores])
     ref = onnx_file_output(project.root / "models" / "nms.onnx", [boxes, scores])
     assert np.array_equal(np.asarray(ours)[:len(ref)], ref), (ours, ref)
+
+
+_DECLARED = sorted(models_mod.discover(REPO / "models"))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_slow) if n in ("densenet121",) else n
+                                  for n in _DECLARED])
+def test_declared_model_built_blocked_matches_onnxruntime(name, tmp_path):
+    """Every declared model with random weights, built NCHWc end to end, computes the logits
+    onnxruntime computes (resnet50: the residual adds blocked; densenet121 is slow)."""
+    light = models_mod.discover(REPO / "models")[name].onnx_path.stem.removeprefix("light_")
+    project = make_project(tmp_path / "p", {name: randomized_light(light)})
+    project.doit("-n", "2", f"build:{name}", f"layout={BLOCKED}")
+    assert sum("conv2d_NCHWc" in w for w in _workloads(project, name)) >= 10
+    x = model_inputs(project.root, name)
+    ours = run_library(project.library(name), x)
+    assert float(ours.std()) > 0.05 * float(abs(ours).max())
+    assert_close(ours, onnx_output(project.root, name, x), rel=1e-4)
