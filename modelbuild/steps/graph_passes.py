@@ -114,6 +114,8 @@ def _full_rank_constants(self, call):
     if None in shapes or len(shapes[0]) == len(shapes[1]):
         return call
     rank = max(len(s) for s in shapes)
+    if rank < 4:  # only (C, 1, 1) beside an image-like tensor: ConvertLayout's case
+        return call
     args = []
     for arg, shape in zip(call.args, shapes):
         if isinstance(arg, tvm.ir.expr.Constant) and len(shape) < rank:
@@ -124,22 +126,72 @@ def _full_rank_constants(self, call):
     return self.builder_.normalize(relax.Call(call.op, args, call.attrs))
 
 
-def simplify_graph():
-    """The pass (a module pass over every Relax function), dead bindings removed after it."""
+@functools.cache
+def _broadcast_folder_class():
+    """Folds ``broadcast_to`` of a constant in numpy and puts constants inline in the calls
+    that use them (where TVM's FoldConstant leaves them, and FoldBatchnormToConv2D looks):
+    TVM's Relax FoldConstant would compile every operator it folds (about 4 s for
+    resnet50's 86 broadcast weights)."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class FoldBroadcasts(PyExprMutator):
+        def _constant(self, arg):
+            bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
+            arg = bound if bound is not None else arg
+            return arg if isinstance(arg, tvm.ir.expr.Constant) else None
+
+        def visit_call_(self, call):
+            call = self.builder_.normalize(super().visit_call_(call))
+            if not isinstance(call.op, tvm.ir.Op):
+                return call
+            constants = [self._constant(a) for a in call.args]
+            if call.op.name == "relax.broadcast_to" and constants[0] is not None \
+                    and _shape(call) is not None:
+                value = np.broadcast_to(constants[0].value.numpy(), _shape(call))
+                return relax.const(np.ascontiguousarray(value), str(call.ty.dtype))
+            if any(c is not None and not c.same_as(a) for c, a in zip(constants, call.args)):
+                call = self.builder_.normalize(relax.Call(
+                    call.op, [a if c is None else c for c, a in zip(constants, call.args)],
+                    call.attrs, call.ty_args))
+            return call
+
+    return FoldBroadcasts
+
+
+def _function_pass(name: str, mutator_class, cleanup):
     import tvm
     from tvm import relax
 
-    @tvm.transform.module_pass(opt_level=0, name="SimplifyGraph")
+    @tvm.transform.module_pass(opt_level=0, name=name)
     def run(mod, _ctx):
-        rewriter = _mutator_class()(mod)
+        rewriter = mutator_class()(mod)
         for gv, func in mod.functions.items():
             if isinstance(func, relax.Function):
                 rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-        # the aliases the rewrites leave (y = x) would stop FuseOps at them
-        return relax.transform.CanonicalizeBindings()(
-            relax.transform.DeadCodeElimination()(rewriter.builder_.get()))
+        return cleanup(rewriter.builder_.get())
 
     return run
+
+
+def fold_broadcasts():
+    from tvm import relax
+
+    return _function_pass("FoldBroadcasts", _broadcast_folder_class,
+                          relax.transform.DeadCodeElimination())
+
+
+def simplify_graph():
+    """The pass (over every Relax function); dead bindings removed after it, and the aliases
+    the rewrites leave (y = x), which would stop FuseOps at them."""
+    from tvm import relax
+
+    t = relax.transform
+    return _function_pass("SimplifyGraph", _mutator_class,
+                          lambda mod: t.CanonicalizeBindings()(t.DeadCodeElimination()(mod)))
 
 
 def pipeline(block: int | None) -> list:
@@ -153,13 +205,15 @@ def pipeline(block: int | None) -> list:
 
     t = relax.transform
     passes = {
-        "FoldWeights": t.FoldConstant(),
-        # BatchNorm after a conv into its weights; the others as element-wise arithmetic
+        "FoldWeights": fold_broadcasts(),
+        # BatchNorm after a conv into its weights (the arithmetic on constants it leaves is
+        # folded after LegalizeOps); the others as element-wise arithmetic
         "FoldBatchnormToConv2D": tvm.transform.Sequential(
-            [t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference(), t.FoldConstant()]),
+            [t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()]),
         "SimplifyGraph": simplify_graph(),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
-            [_as_pass(lambda mod: blocked_layout.convert(mod, block)), t.FoldConstant()]),
+            [t.FoldConstant(), _as_pass(lambda mod: blocked_layout.convert(mod, block)),
+             t.FoldConstant()]),  # ConvertLayout wants constant weights (else it crashes)
         "LegalizeOps": t.LegalizeOps() if block is None else
         t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map()),
         "AnnotateTIROpPattern": t.AnnotateTIROpPattern(),
