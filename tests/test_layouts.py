@@ -194,3 +194,12 @@ def test_declared_model_built_blocked_matches_onnxruntime(name, tmp_path):
     ours = run_library(project.library(name), x)
     assert float(ours.std()) > 0.05 * float(abs(ours).max())
     assert_close(ours, onnx_output(project.root, name, x), rel=1e-4)
+
+
+def test_why_names_a_layout_change(tmp_path):
+    from conftest import cli
+
+    project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
+    project.doit("build:tiny", f"layout={BLOCKED}")
+    out = cli(project, "why", "tiny").stdout
+    assert f"layout changed ({BLOCKED} -> NCHW)" in out and "partition:tiny" in out
