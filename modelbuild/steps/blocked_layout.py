@@ -25,18 +25,52 @@ def convert(mod, block: int):
     return relax.transform.ConvertLayout(desired)(mod)
 
 
-def legalize_map() -> dict:
+def legalize_map(block: int) -> dict:
     """LegalizeOps' ``customize_legalize_map`` for blocked conv2d (others: TVM's own)."""
-    return {"relax.nn.conv2d": _conv2d}
+    import functools
+
+    return {"relax.nn.conv2d": functools.partial(_conv2d, block=block)}
 
 
-def _conv2d(bb, call):
+def _stem(bb, call, block: int):
+    """A convolution left NCHW because its few input channels do not fill a block (the
+    first one of an RGB image) computed blocked all the same: its input as NCHW{I}c (one
+    block of all I channels: a cheap copy), its weights as OIHW{I}i{b}o (a transform of
+    a constant, folded at build time), the output back to NCHW."""
     from tvm import topi
-    from tvm.relax.transform.legalize_ops.common import LegalizeFunc  # noqa: F401
+
+    attrs = call.attrs
+    channels = int(call.args[1].ty.shape[1])
+    kernel = bb.emit_te(topi.layout_transform, call.args[1], "OIHW",
+                        f"OIHW{channels}i{block}o", primfunc_name_hint="weight_layout")
+    out_dtype = str(call.ty.dtype)
+
+    def blocked(data, weights):
+        data = topi.layout_transform(data, "NCHW", f"NCHW{channels}c")
+        ints = [[int(v) for v in a] for a in (attrs.strides, attrs.padding, attrs.dilation)]
+        out = topi.nn.conv2d_NCHWc(data, weights, *ints, f"NCHW{channels}c", f"NCHW{block}c",
+                                   out_dtype)
+        return topi.layout_transform(out, f"NCHW{block}c", "NCHW")
+
+    return bb.call_te(blocked, call.args[0], kernel, primfunc_name_hint="conv2d_NCHWc")
+
+
+def _is_stem(call, block: int) -> bool:
+    attrs = call.attrs
+    weight = [int(d) for d in call.args[1].ty.shape]
+    return (str(attrs.data_layout) == str(attrs.out_layout) == "NCHW"
+            and str(attrs.kernel_layout) == "OIHW" and int(attrs.groups) == 1
+            and weight[0] % block == 0 and weight[1] < block)
+
+
+def _conv2d(bb, call, block: int):
+    from tvm import topi
     from tvm.relax.transform.legalize_ops import nn as legal_nn
 
     attrs = call.attrs
     if not _BLOCKED.match(str(attrs.data_layout)):
+        if _is_stem(call, block):
+            return _stem(bb, call, block)
         return legal_nn._nn_conv2d(bb, call)
     out_dtype = str(attrs.out_dtype)
     if out_dtype in ("", "None", "void"):

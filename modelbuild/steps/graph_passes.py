@@ -215,7 +215,7 @@ def pipeline(block: int | None) -> list:
             [t.FoldConstant(), _as_pass(lambda mod: blocked_layout.convert(mod, block)),
              t.FoldConstant()]),  # ConvertLayout wants constant weights (else it crashes)
         "LegalizeOps": t.LegalizeOps() if block is None else
-        t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map()),
+        t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map(block)),
         "AnnotateTIROpPattern": t.AnnotateTIROpPattern(),
         "FoldConstant": t.FoldConstant(),
         "FuseOps": t.FuseOps(),

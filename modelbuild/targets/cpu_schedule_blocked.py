@@ -54,10 +54,9 @@ def _rows_outside(sch, block) -> bool:
 
 
 def _input_block(sch, block) -> int:
-    """The input's channel block: the last axis of the input read (the data, not the weights)."""
-    b = sch.get(block)
-    data = next(r for r in b.reads if len(r.source.shape) == 5)
-    return int(data.source.shape[-1])
+    """The input's channel block: the weights' (``OIHW{i}i{o}o``) fifth axis."""
+    weights = next(r for r in sch.get(block).reads if len(r.source.shape) == 6)
+    return int(weights.source.shape[4])
 
 
 def schedule(sch, block) -> list[str]:
