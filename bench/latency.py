@@ -1,17 +1,30 @@
-"""End-to-end latency of a model, side by side: onnxruntime, the library with the CPU default
-schedule alone (no records), and the library with the shipped records.
+"""End-to-end latency, side by side in one process: onnxruntime against our library in each
+layout (NCHW, channel-blocked NCHWc), with and without the shipped records.
 
-    python bench/latency.py [--model resnet50] [--runs 20] [--with-tvm-default] [--json PATH]
+    python bench/latency.py [--model resnet50 ...] [--layout NCHW --layout NCHWc]
+                            [--runs 20] [--block 5] [--force] [--fma-pipes 2]
+                            [--clock-ghz 4.5] [--json bench/results/latency.json]
 
-Each library is built by `doit build:<model>` in a fresh copy of the project
-(schedules/ emptied for the untuned one). All of them run the same random input
-with the same thread count (this machine's physical cores: TVM's default, and
-onnxruntime's intra-op threads set to it), one run of each in turn (so a busy
-spell of the machine hits all of them alike), after warm-up runs; the table
-gives the median, quartiles and standard deviation of --runs runs and the ratio
-to onnxruntime. --with-tvm-default adds a library built without the CPU default
-schedule (TVM's own default: serial, scalar loops; slow: a few runs only).
-Results go to bench/results/latency.json as well.
+Each library is built by `doit build:<model> layout=<layout>` in a fresh copy of the
+project (schedules/ emptied for "no records"; "records" only where schedules/<model>
+ships some). Every runner gets the same random input and the same threads: this
+machine's physical cores (TVM_NUM_THREADS, set before TVM starts its thread pool, and
+onnxruntime's intra-op threads). After warm-up, the runners take turns in blocks of
+--block runs (the order rotating each round) until each has --runs runs, so a busy
+spell hits all alike; the table has the median, quartiles, the ratio to onnxruntime,
+GFLOP/s (2 x the multiply-adds of the ONNX model's Conv/Gemm/MatMul nodes per run) and
+the share of this machine's peak:
+
+    peak = physical cores x FMA pipes per core x floats per vector x 2 x clock
+
+floats per vector from the target's CPU (16 with AVX-512, 8 with AVX2: targets/cpu.py),
+FMA pipes from --fma-pipes (2 on Zen 4/5 and most AVX-512 Xeons; not discoverable),
+the clock from --clock-ghz, else cpufreq's maximum, else /proc/cpuinfo's "cpu MHz"
+(on a VM the nominal clock: boost can exceed it, and a share above 100% then says so).
+
+A loaded machine distorts the comparison (onnxruntime's thread pool suffers far more than
+ours): with a 1-minute load average above 0.5 this refuses to measure unless --force,
+and the load averages go into the results either way (bench/results/latency.json).
 """
 
 from __future__ import annotations
@@ -29,15 +42,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-TVM_DEFAULT_TARGET = '''
-from modelbuild.targets import TargetSpec, register
-from modelbuild.targets.cpu import configure_llvm
-
-# The llvm target without modelbuild's CPU default schedule: TVM's own default.
-register(TargetSpec("llvm-tvm-default", {"kind": "llvm"}, "llvm, TVM's default schedule",
-                    records_from=("llvm",), configure=configure_llvm, options=("mcpu",)))
-'''
+MODELS = ("resnet50", "densenet121", "inception_v1", "squeezenet")
+QUIET = 0.5
 
 
 def physical_cores() -> int:
@@ -54,33 +60,65 @@ def build(root: Path, model: str, *extra: str) -> Path:
     return root / "build" / model / f"{model}.so"
 
 
-def project_copy(tmp: Path, name: str, model: str, records: bool, dodo_extra: str = "") -> Path:
+def project_copy(tmp: Path, name: str, model: str, records: bool) -> Path:
     root = tmp / name
     root.mkdir()
     shutil.copy(REPO / "dodo.py", root)
-    if dodo_extra:
-        with open(root / "dodo.py", "a") as f:
-            f.write(dodo_extra)
     shutil.copytree(REPO / "models", root / "models")
     (root / "schedules").mkdir()
-    if records and (REPO / "schedules" / model).is_dir():
+    if records:
         shutil.copytree(REPO / "schedules" / model, root / "schedules" / model)
     return root
 
 
-def onnx_runner(model: str, inputs, threads: int):
+def has_records(model: str) -> bool:
+    return any((REPO / "schedules" / model).glob("*.json"))
+
+
+def model_flops(path: Path) -> float:
+    """2 x multiply-adds of the Conv, Gemm and MatMul nodes (shapes by ONNX inference)."""
+    import numpy as np
+    import onnx
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    g = model.graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in [*g.input, *g.value_info, *g.output]}
+    shapes.update({i.name: list(i.dims) for i in g.initializer})
+    macs = 0
+    for node in g.node:
+        out = shapes.get(node.output[0]) if node.output else None
+        if not out:
+            continue
+        if node.op_type == "Conv" and node.input[1] in shapes:
+            macs += int(np.prod(out)) * int(np.prod(shapes[node.input[1]][1:]))
+        elif node.op_type in ("Gemm", "MatMul") and node.input[0] in shapes:
+            trans = any(a.name == "transA" and a.i for a in node.attribute)
+            k = shapes[node.input[0]][-2 if trans else -1]
+            macs += int(np.prod(out)) * int(k)
+    return 2.0 * macs
+
+
+def clock_ghz(given: float | None) -> tuple[float, str]:
+    if given:
+        return given, "--clock-ghz"
+    freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if freq.is_file():
+        return int(freq.read_text()) / 1e6, str(freq)
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("cpu MHz"):
+            return float(line.split(":")[1]) / 1e3, "/proc/cpuinfo cpu MHz (nominal on a VM)"
+    return 0.0, "unknown"
+
+
+def onnx_runner(path: Path, inputs, threads: int):
     import onnxruntime
 
-    from modelbuild.core import models
-
-    spec = models.discover(REPO / "models")[model]
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(str(spec.onnx_path), options,
-                                           providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    feed = dict(zip(names, inputs))
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feed = dict(zip([i.name for i in session.get_inputs()], inputs))
     return lambda: session.run(None, feed)
 
 
@@ -89,81 +127,122 @@ def library_runner(path: Path, inputs):
 
     from modelbuild.measure.latency import private_vm
 
-    context = private_vm(path)
-    vm = context.__enter__()
+    vm = private_vm(path).__enter__()  # the copy lives until the process ends
     args = [tvm.runtime.tensor(x) for x in inputs]
     return lambda: vm["main"](*args)
 
 
 def spread(samples: list[float]) -> dict:
     ms = sorted(s * 1e3 for s in samples)
-    q1, med, q3 = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else (ms[0],) * 3
+    q1, _, q3 = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else (ms[0],) * 3
     return {"median": round(statistics.median(ms), 3), "q1": round(q1, 3), "q3": round(q3, 3),
-            "stdev": round(statistics.stdev(ms), 3) if len(ms) > 1 else 0.0,
             "min": round(ms[0], 3), "max": round(ms[-1], 3), "runs": len(ms)}
+
+
+def libraries(tmp: Path, model: str, layouts: list[str]) -> dict[str, Path]:
+    libs = {}
+    for layout in layouts:
+        variants = [("no records", False)] + ([("records", True)] if has_records(model) else [])
+        for label, records in variants:
+            print(f"  building {model} {layout} {label} ...", flush=True)
+            root = project_copy(tmp, f"{model}-{layout}-{records}", model, records)
+            libs[f"modelbuild {layout}, {label}"] = build(root, model, f"layout={layout}")
+    return libs
+
+
+def alternate(runners: dict, runs: int, block: int, warmup: int) -> dict[str, list[float]]:
+    for run in runners.values():
+        for _ in range(warmup):
+            run()
+    samples = {label: [] for label in runners}
+    order = list(runners)
+    for round_ in range((runs + block - 1) // block):
+        for label in order[round_ % len(order):] + order[:round_ % len(order)]:
+            for _ in range(min(block, runs - len(samples[label]))):
+                start = time.perf_counter()
+                runners[label]()
+                samples[label].append(time.perf_counter() - start)
+        print(f"\r  {min(runs, (round_ + 1) * block)}/{runs} runs each", end="", flush=True)
+    print()
+    return samples
+
+
+def measure_model(model: str, args, tmp: Path, threads: int, peak: float) -> dict:
+    import numpy as np
+
+    from modelbuild.core import manifest, models
+
+    onnx_path = models.discover(REPO / "models")[model].onnx_path
+    libs = libraries(tmp, model, args.layout)
+    man = manifest.read(next(iter(libs.values())).parent / "partition" / "manifest.msgpack")
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(shape).astype(dtype) for _, shape, dtype in man.inputs]
+    runners = {"onnxruntime": onnx_runner(onnx_path, inputs, threads)}
+    runners.update({label: library_runner(path, inputs) for label, path in libs.items()})
+    samples = alternate(runners, args.runs, args.block, args.warmup)
+    flops = model_flops(onnx_path)
+    results = {label: spread(s) for label, s in samples.items()}
+    base = results["onnxruntime"]["median"]
+    for r in results.values():
+        r["ratio_to_onnxruntime"] = round(r["median"] / base, 3)
+        r["gflops"] = round(flops / (r["median"] * 1e-3) / 1e9, 1)
+        r["percent_of_peak"] = round(100 * r["gflops"] / peak, 1) if peak else None
+    return {"gflop_per_run": round(flops / 1e9, 3), "results": results}
+
+
+def print_table(model: str, data: dict) -> None:
+    print(f"\n{model} ({data['gflop_per_run']} GFLOP per run)")
+    print(f"{'':36} {'median ms':>10} {'q1':>8} {'q3':>8} {'÷ ort':>7} {'GFLOP/s':>8} {'% peak':>7}")
+    for label, r in data["results"].items():
+        print(f"{label:36} {r['median']:10.1f} {r['q1']:8.1f} {r['q3']:8.1f} "
+              f"{r['ratio_to_onnxruntime']:7.2f} {r['gflops']:8.1f} {r['percent_of_peak'] or 0:7.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--model", action="append", choices=MODELS)
+    parser.add_argument("--layout", action="append", choices=("NCHW", "NCHWc"))
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--block", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--with-tvm-default", action="store_true")
+    parser.add_argument("--fma-pipes", type=int, default=2)
+    parser.add_argument("--clock-ghz", type=float)
+    parser.add_argument("--force", action="store_true", help="measure on a loaded machine")
     parser.add_argument("--json", default=str(REPO / "bench" / "results" / "latency.json"))
     args = parser.parse_args()
-    import numpy as np
-
-    from modelbuild.core import manifest
-    from modelbuild.targets import hostcpu
-
+    args.model, args.layout = args.model or list(MODELS), args.layout or ["NCHW", "NCHWc"]
+    load = os.getloadavg()
+    if load[0] > QUIET:
+        print(f"the 1-minute load average is {load[0]:.2f} (> {QUIET}): other work distorts "
+              "latency, onnxruntime's far more than ours", file=sys.stderr)
+        if not args.force:
+            raise SystemExit("measure on a quiet machine, or pass --force (the load averages "
+                             "are recorded with the results)")
     threads = physical_cores()
-    os.environ.setdefault("TVM_NUM_THREADS", str(threads))
-    with tempfile.TemporaryDirectory(prefix="modelbuild-latency-") as tmp_name:
-        tmp = Path(tmp_name)
-        libs = {}
-        print(f"building {args.model} (this machine's CPU: {hostcpu.host()['cpu']}) ...",
-              flush=True)
-        libs["modelbuild, default schedule (no records)"] = build(
-            project_copy(tmp, "untuned", args.model, records=False), args.model)
-        libs["modelbuild, shipped records"] = build(
-            project_copy(tmp, "records", args.model, records=True), args.model)
-        if args.with_tvm_default:
-            libs["TVM's default schedule (no records)"] = build(
-                project_copy(tmp, "tvm_default", args.model, False, TVM_DEFAULT_TARGET),
-                args.model, "target=llvm-tvm-default")
-        man = manifest.read(next(iter(libs.values())).parent / "partition" / "manifest.msgpack")
-        rng = np.random.default_rng(0)
-        inputs = [rng.standard_normal(shape).astype(dtype) for _, shape, dtype in man.inputs]
-        runners = {"onnxruntime": onnx_runner(args.model, inputs, threads)}
-        runners.update({label: library_runner(path, inputs) for label, path in libs.items()})
-        slow = "TVM's default schedule (no records)"
-        for run in runners.values():
-            for _ in range(args.warmup):
-                run()
-        samples = {label: [] for label in runners}
-        for i in range(args.runs):
-            for label, run in runners.items():
-                if label == slow and i >= 3:
-                    continue  # seconds per run: three are enough to tell
-                start = time.perf_counter()
-                run()
-                samples[label].append(time.perf_counter() - start)
-            print(f"\r  run {i + 1}/{args.runs}", end="", flush=True)
-        print()
-    results = {label: spread(s) for label, s in samples.items()}
-    base = results["onnxruntime"]["median"]
-    print(f"\n{args.model}: end-to-end latency on this machine ({threads} threads each), "
-          f"one run of each in turn\n")
-    print(f"{'':44} {'median ms':>10} {'q1':>9} {'q3':>9} {'stdev':>8} {'runs':>5} {'÷ onnxruntime':>14}")
-    for label, r in results.items():
-        print(f"{label:44} {r['median']:10.1f} {r['q1']:9.1f} {r['q3']:9.1f} {r['stdev']:8.1f} "
-              f"{r['runs']:5d} {r['median'] / base:14.2f}")
-    out = {"model": args.model, "threads": threads, "cpu": hostcpu.host()["cpu"],
-           "load_average": os.getloadavg(), "results": results,
-           "ratio_to_onnxruntime": {k: round(v["median"] / base, 3) for k, v in results.items()}}
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # before TVM's pool starts
+
+    from modelbuild.targets import cpu, registry
+
+    target = registry.resolve("llvm")
+    lanes = cpu.vector_floats(target.tvm_target)
+    ghz, clock_from = clock_ghz(args.clock_ghz)
+    peak = threads * args.fma_pipes * lanes * 2 * ghz
+    print(f"CPU {target.tvm_target['mcpu']}, {threads} threads each; peak {peak:.0f} GFLOP/s = "
+          f"{threads} cores x {args.fma_pipes} FMA pipes x {lanes} floats x 2 x {ghz:.2f} GHz "
+          f"({clock_from}); load average {load[0]:.2f}")
+    out = {"cpu": target.tvm_target["mcpu"], "threads": threads, "load_average_before": load,
+           "peak_gflops": round(peak, 1), "peak": {"cores": threads, "fma_pipes": args.fma_pipes,
+                                                   "floats_per_vector": lanes, "clock_ghz": ghz,
+                                                   "clock_from": clock_from},
+           "runs": args.runs, "block": args.block, "models": {}}
+    with tempfile.TemporaryDirectory(prefix="modelbuild-latency-") as tmp:
+        for model in args.model:
+            out["models"][model] = measure_model(model, args, Path(tmp), threads, peak)
+            print_table(model, out["models"][model])
+    out["load_average_after"] = os.getloadavg()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
-    print(f"\nsaved {args.json}")
+    print(f"\nload average after: {out['load_average_after'][0]:.2f}; saved {args.json}")
 
 
 if __name__ == "__main__":

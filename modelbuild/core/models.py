@@ -3,7 +3,8 @@
 A model is either
 - ``models/<name>.toml``: ``onnx = "<path>"`` (relative to ``models/``, or
   ``onnx:<path>`` inside the installed onnx package) and an optional
-  ``[inputs]`` table of input shapes, or
+  ``[inputs]`` table of input shapes and an optional ``layout`` (core/passes.py LAYOUTS;
+  the target's default when none), or
 - ``models/<name>.onnx`` alone: a user's own ONNX file with static input shapes.
 
 Reading declarations is plain file work: it must not import TVM or onnx.
@@ -30,6 +31,7 @@ class ModelSpec:
     onnx_path: Path
     declaration: Path  # the file the user wrote: the .toml, or the .onnx itself
     inputs: dict[str, list[int]] = field(default_factory=dict)
+    layout: str | None = None  # declared (or, in a build's context, chosen) layout
 
     def source_files(self) -> list[Path]:
         """Every file whose content changes the model (file_dep of partition)."""
@@ -58,10 +60,13 @@ def _from_toml(path: Path) -> ModelSpec:
         data = toml.loads(path.read_text())
     except (toml.DecodeError, UnicodeDecodeError) as err:
         raise BuildError(f"not a valid model declaration: {err}", file=path) from None
-    unknown = set(data) - {"onnx", "inputs", "description"}
+    unknown = set(data) - {"onnx", "inputs", "description", "layout"}
     if unknown:
-        raise BuildError(f"unknown keys {sorted(unknown)}; allowed: onnx, inputs, description",
-                         file=path)
+        raise BuildError(f"unknown keys {sorted(unknown)}; allowed: onnx, inputs, description, "
+                         "layout", file=path)
+    layout = data.get("layout")
+    if layout is not None:
+        check_layout(layout, file=path)
     onnx_path = _resolve_onnx(str(data.get("onnx", f"{path.stem}.onnx")), path)
     inputs = data.get("inputs", {})
     if not isinstance(inputs, dict) or not all(
@@ -72,7 +77,17 @@ def _from_toml(path: Path) -> ModelSpec:
         raise BuildError("[inputs] must map input names to lists of positive integers or 0 "
                          "(an empty dimension), e.g. x = [1, 3, 224, 224]", file=path,
                          hint="fix the [inputs] table; the other models build meanwhile")
-    return ModelSpec(path.stem, onnx_path, path, dict(inputs))
+    return ModelSpec(path.stem, onnx_path, path, dict(inputs), layout)
+
+
+def check_layout(layout, file=None, where: str = "layout") -> None:
+    """Refuse a layout that is not one of LAYOUTS, in one line."""
+    from .passes import LAYOUTS
+
+    if layout not in LAYOUTS:
+        raise BuildError(f"{where} = {layout!r}: not a layout modelbuild builds; known: "
+                         f"{', '.join(LAYOUTS)}", file=file,
+                         hint="NCHW (as imported) or NCHWc (channel-blocked, for CPU targets)")
 
 
 def discover(models_dir: Path) -> dict[str, ModelSpec]:

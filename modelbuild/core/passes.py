@@ -1,4 +1,24 @@
-"""The passes partition runs: those of ``relax.get_pipeline("zero")`` before its database
-step. An input of every step's key, and what a target's default schedule leaves out."""
+"""The passes partition runs, in order, and the layouts a model may be built in.
 
-PASSES = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+Before fusion, clean-ups of the imported graph: constants folded (the weights of some
+models are ``broadcast_to`` of scalars until then), BatchNorm after a convolution folded
+into it, ``SimplifyGraph`` (steps/graph_passes.py: stack+sum as adds, dropout gone,
+constants of full rank), then the model's layout (``ConvertLayout``: nothing to do for
+NCHW); then those of ``relax.get_pipeline("zero")`` before its database step. The list
+is an input of every step's key, and what a target's default schedule leaves out.
+"""
+
+PASSES = ("FoldWeights", "FoldBatchnormToConv2D", "SimplifyGraph", "ConvertLayout",
+          "LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+
+LAYOUTS = {
+    "NCHW": "every operator in the imported layout (ONNX's NCHW)",
+    "NCHWc": "channel-blocked: convolutions and the operators between them in NCHW{b}c, "
+             "b = the target's vector width in floats (16 with AVX-512, 8 with AVX2)",
+}
+
+
+def default_layout(target_kind: str) -> str:
+    """The layout of a model that declares none. NCHW for now on every target: the blocked
+    layout's figures are in the README; the default for CPU targets changes here alone."""
+    return "NCHW"

@@ -3,6 +3,7 @@ cache, the executor, and the settings each kind of step is keyed by."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from ..core import models, settings
 from ..core.errors import BuildError
 from ..core.layout import Project
 from ..core.models import ModelSpec
-from ..core.passes import PASSES
+from ..core.passes import PASSES, default_layout
 from ..targets import registry
 from ..targets.registry import TargetSpec
 from . import code, environment
@@ -60,16 +61,35 @@ class Context:
         return {**self.config_for("link"), "cc": _compiler_or_none()}
 
 
-def load_context(root: Path, target: str | None, mcpu: str | None = None) -> Context:
-    """The project at ``root`` (its models, its registered targets) and the target chosen."""
+def load_context(root: Path, target: str | None, mcpu: str | None = None,
+                 layout: str | None = None) -> Context:
+    """The project at ``root`` (its models, its registered targets) and the target chosen;
+    ``layout``: every model's layout for this build (``doit build:M layout=NCHWc``), else
+    each model's declared one, else the target's default."""
     config = settings.resolve(root)
     registry.load_project_targets(root, config.get("targets"))
     # Paths stay relative to the project root, where doit runs: a moved project keeps its
     # state (doit's keys are the paths as given).
     project = Project(Path("."))
     found, refused = models.discover_all(project.models_dir)
-    return Context(project, found, registry.resolve(target, mcpu=mcpu), Cache.of(project, config),
-                   executor_mod.configured(project, config), refused)
+    chosen = registry.resolve(target, mcpu=mcpu)
+    return Context(project, _with_layouts(found, layout, chosen), chosen,
+                   Cache.of(project, config), executor_mod.configured(project, config), refused)
+
+
+def _with_layouts(found: dict, override: str | None, target: TargetSpec) -> dict:
+    """Each model with the layout it is built in (part of partition's key)."""
+    if override is not None:
+        models.check_layout(override, where="layout (the doit variable)")
+    out = {}
+    for name, spec in found.items():
+        layout = override or spec.layout or default_layout(target.kind)
+        if layout != "NCHW" and target.vector_floats is None:
+            raise BuildError(f"model '{name}': layout {layout} needs a CPU target; target "
+                             f"{target.name} takes NCHW only", file=spec.declaration,
+                             hint=f"build it with layout=NCHW, or for target=llvm")
+        out[name] = dataclasses.replace(spec, layout=layout)
+    return out
 
 
 def _compiler_or_none() -> str:

@@ -131,6 +131,8 @@ def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[st
             out.append(f"{new_ext[name]['file']} changed")
     if old.get("model") != inputs.get("model"):
         out.append("the model's name changed")
+    if old.get("layout") != inputs.get("layout"):
+        out.append(f"layout changed ({old.get('layout') or 'NCHW'} -> {inputs.get('layout')})")
     return out + problems or (["inputs changed"] if stamp.get("key") != fingerprint.key(inputs)
                               else ["output modified since it was built"])
 

@@ -31,6 +31,23 @@ def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tu
     return external_data(spec.onnx_path)
 
 
+def layout_of(spec: ModelSpec, config: dict) -> str:
+    """The layout the model is built in: chosen by the build (context.py), else declared,
+    else the target's default."""
+    import json
+
+    from ..core.passes import default_layout
+
+    if spec.layout:
+        return spec.layout
+    try:
+        target = json.loads(config["target"])
+        kind = target.get("kind") or target["tvm_target"]["kind"]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        kind = "llvm"
+    return default_layout(kind)
+
+
 def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root: Path) -> dict:
     """What decides partition's output: the settings, the model's name and the content of
     every file it reads (the declaration, the ONNX file, its external data files). Files are
@@ -41,7 +58,8 @@ def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root
 
     onnx = source(spec.onnx_path)
     external = _external_data(spec, layout, onnx["sha256"])
-    return {"step": "partition", "model": spec.name, "config": config,
+    return {"step": "partition", "model": spec.name, "layout": layout_of(spec, config),
+            "config": config,
             "sources": {"declaration": source(spec.declaration), "onnx": onnx,
                         "external": {name: source(spec.onnx_path.parent / name)
                                      for name in external}}}

@@ -214,7 +214,8 @@ class BuildGraph:
     @functools.cached_property
     def context(self) -> Context:
         try:
-            return load_context(self.root, self.var("target", None), self.var("mcpu", None))
+            return load_context(self.root, self.var("target", None), self.var("mcpu", None),
+                                self.var("layout", None))
         except BuildError as err:
             raise invalid(str(err)) from None
 
@@ -263,7 +264,7 @@ class BuildGraph:
                 yield link_placeholder(ctx, m)
 
     def task_build(self):
-        """Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>]."""
+        """Build a model's library: doit build:<model> [target=llvm] [mcpu=<cpu>] [layout=NCHWc]."""
         ctx = self.context
         yield group("build", [f"build:{m}" for m in ctx.models])
         for m in ctx.models:

@@ -81,7 +81,7 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
 
     """
     from ..core.digest import file_digest
-    from .latency import model_inputs, private_vm
+    from .latency import model_inputs, private_vm, threads
 
     if runs < 1 or warmup < 0:
         raise ValueError("runs must be at least 1 and warmup at least 0")
@@ -109,6 +109,7 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
         "library_sha256": digest,
         "runs": runs,
         "warmup": warmup,
+        "threads": threads(),
         "latency_ms": latency,
         "workloads": workloads,
         "vm_calls": vm_rows,

@@ -4,6 +4,7 @@ end-to-end latency."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 from ..core.errors import BuildError
 
@@ -31,12 +32,26 @@ def model_inputs(manifest, seed: int = 0, device_name: str = "cpu") -> list:
     return [tvm.runtime.tensor(rng.standard_normal(s).astype(d), dev) for _, s, d in manifest.inputs]
 
 
+def threads() -> int:
+    """The threads a library measured here runs on: ``TVM_NUM_THREADS`` when set, else this
+    machine's physical cores, set as ``TVM_NUM_THREADS`` before TVM's thread pool starts
+    (TVM's own default is half the logical CPUs on x86, assuming hyper-threading: one
+    thread on a 2-vCPU machine). Returns what the pool uses."""
+    if not os.environ.get("TVM_NUM_THREADS"):
+        import psutil
+
+        os.environ["TVM_NUM_THREADS"] = str(psutil.cpu_count(logical=False) or 1)
+    import tvm
+
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
 @contextlib.contextmanager
 def private_vm(library, device_name: str = "cpu"):
     """A VirtualMachine over the library at ``library`` as it is now, on ``device_name``.
 
     Loads a private copy: the dynamic loader hands back an already loaded
-    library for the same path, so a rebuilt one would never be seen.
+    library for the same path, so a rebuilt one would never be seen. Runs on ``threads()``.
     """
     import shutil
     import tempfile
@@ -46,6 +61,7 @@ def private_vm(library, device_name: str = "cpu"):
     import tvm
     from tvm import relax
 
+    threads()
     with tempfile.TemporaryDirectory(prefix="modelbuild-lib-") as tmp:
         copy = Path(tmp) / f"{Path(library).stem}-{time.time_ns()}.so"
         shutil.copyfile(library, copy)

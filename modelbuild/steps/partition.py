@@ -18,7 +18,7 @@ from ..core.digest import file_digest
 from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec, check_exists
-from ..core.passes import PASSES
+from ..core.passes import PASSES, default_layout
 from ..targets import toolchain
 from ..targets.registry import TargetSpec
 
@@ -176,22 +176,31 @@ def _importer_tensors():
         importer.from_onnx = original
 
 
-def fuse(mod, target):
-    """Run the zero pipeline's passes: the fused module whose PrimFuncs are the workloads."""
-    return fuse_stages(mod, target)[PASSES[-1]]
+def fuse(mod, target, block: int | None = None):
+    """Run partition's passes: the fused module whose PrimFuncs are the workloads;
+    ``block``: the channel block of the blocked layout (None: NCHW)."""
+    return fuse_stages(mod, target, block)[PASSES[-1]]
 
 
-def fuse_stages(mod, target) -> dict:
-    """The zero pipeline's passes one by one: the module after each, by pass name
+def fuse_stages(mod, target, block: int | None = None) -> dict:
+    """Partition's passes (core/passes.py) one by one: the module after each, by pass name
     ("import" for ``mod`` itself)."""
-    from tvm import relax
+    from .graph_passes import pipeline
 
     stages = {"import": mod}
     with target:
-        for name in PASSES:
-            mod = getattr(relax.transform, name)()(mod)
+        for name, apply in pipeline(block):
+            mod = apply(mod)
             stages[name] = mod
     return stages
+
+
+def channel_block(spec: ModelSpec, target_spec: TargetSpec) -> int | None:
+    """The channel block the model is built with (None: NCHW); a spec without a layout
+    (not chosen by a build's context) gets the target's default."""
+    if (spec.layout or default_layout(target_spec.kind)) == "NCHW":
+        return None
+    return target_spec.vector_floats(target_spec.tvm_target)
 
 
 def workloads_of(fused) -> dict:
@@ -302,7 +311,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
 
     target = tvm.target.Target(target_spec.tvm_target)
     imported, operators, external = import_model_traced(spec)
-    stages = fuse_stages(imported, target)
+    stages = fuse_stages(imported, target, channel_block(spec, target_spec))
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
     for name, func in funcs.items():

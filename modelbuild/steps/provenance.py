@@ -73,12 +73,16 @@ def relax_operators(mod) -> list[SourceOp]:
 def trace(ops: list[SourceOp], stages: dict, workloads) -> tuple[Operator, ...]:
     """Where each operator went, from the modules partition made.
 
-    ``stages``: the imported module ("import") and the modules after "LegalizeOps",
-    "FoldConstant" and "FuseTIR"; ``workloads``: the names of the workloads.
+    ``stages``: the imported module ("import") and the modules after each pass of
+    core/passes.py's PASSES (at least "FoldConstant" and "FuseTIR"); ``workloads``: the
+    names of the workloads.
     """
     owners, notes = _owners_at_import(ops, stages["import"]["main"])
     imported = {o for o in owners if o is not None}
-    for earlier, later in (("import", "LegalizeOps"), ("LegalizeOps", "FoldConstant")):
+    from ..core.passes import PASSES
+
+    names = ["import", *[n for n in PASSES[:PASSES.index("FoldConstant") + 1] if n in stages]]
+    for earlier, later in zip(names, names[1:]):
         owners = _carry(_bindings(stages[earlier]["main"]), owners,
                         _bindings(stages[later]["main"]))
     kernel_of = _kernels(stages["FoldConstant"], stages["FuseTIR"], set(workloads))
@@ -169,13 +173,38 @@ def _owners_at_import(ops: list[SourceOp], main) -> tuple[list, dict]:
 
 def _carry(before: list, owners: list, after: list) -> list:
     """Owners of the bindings ``after`` a pass, from those ``before`` it, by variable.
-    A binding the pass added goes with the next binding that was there before."""
+    A binding the pass made in place of others (a conv with a BatchNorm folded in) takes
+    the owner of a binding of the same operator that vanished at that place; another
+    binding it added goes with the next binding that was there before."""
     known = {_key(b.var): o for b, o in zip(before, owners)}
+    position = {_key(b.var): i for i, b in enumerate(before)}
     out: list = [None] * len(after)
-    pending = None
-    for i in reversed(range(len(after))):
-        pending = out[i] = known.get(_key(after[i].var), pending)
+    i, previous = 0, -1
+    while i < len(after):
+        if _key(after[i].var) in known:
+            out[i], previous = known[_key(after[i].var)], position[_key(after[i].var)]
+            i += 1
+            continue
+        j = i
+        while j < len(after) and _key(after[j].var) not in known:
+            j += 1
+        following = position[_key(after[j].var)] if j < len(after) else len(before)
+        pending = known[_key(after[j].var)] if j < len(after) else None
+        vanished = [(_op(before[p].value), owners[p]) for p in range(previous + 1, following)]
+        for t in range(i, j):
+            op = _op(after[t].value)
+            match = next((q for q, (name, _) in enumerate(vanished) if op and name == op), None)
+            out[t] = pending if match is None else vanished.pop(match)[1]
+        i = j
     return out
+
+
+def _op(value) -> str:
+    """The operator a binding calls ("" for anything else)."""
+    from tvm import ir
+
+    op = getattr(value, "op", None)
+    return op.name if isinstance(value, ir.Call) and isinstance(op, ir.Op) else ""
 
 
 # -- step 3: fusion -------------------------------------------------------------------

@@ -34,12 +34,12 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.workloads import normalize
-    from .partition import fuse, import_model, workloads_of
+    from .partition import channel_block, fuse, import_model, workloads_of
 
     target = tvm.target.Target(target_spec.tvm_target)
     # relax.get_pipeline("zero") under a database is these fusion passes followed by
     # MetaScheduleApplyDatabase; fusing once lets the database hold the fused workloads.
-    fused = fuse(import_model(spec), target)
+    fused = fuse(import_model(spec), target, channel_block(spec, target_spec))
     funcs = workloads_of(fused)
     recs = records_in(schedules_dir)  # each file read once
     for rec in recs:

@@ -30,6 +30,22 @@ def configure_c(spec, _options: dict):
     return dataclasses.replace(spec, toolchain=f"cc {toolchain.identity()}")
 
 
+def vector_floats(tvm_target) -> int:
+    """Floats in one vector register of the target's CPU, from its LLVM features: 16 with
+    AVX-512, 8 with AVX (AVX2), 4 otherwise (SSE, NEON). A target without an ``mcpu`` (the
+    ``c`` target) is taken as this machine's CPU, which its C compiler builds for."""
+    import tvm
+    from tvm.target import codegen
+
+    target = tvm.target.Target(tvm_target)
+    if target.kind.name != "llvm" or "mcpu" not in dict(tvm_target):
+        target = tvm.target.Target({"kind": "llvm", "mcpu": hostcpu.host()["cpu"]})
+    for feature, floats in (("avx512f", 16), ("avx", 8)):
+        if codegen.target_has_features(feature, target):
+            return floats
+    return 4
+
+
 def write_object(lib, tmp: Path, _name: str, _target) -> None:
     """LLVM writes the object file itself."""
     lib.write_to_file(str(tmp))

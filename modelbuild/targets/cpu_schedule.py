@@ -14,9 +14,12 @@ Rules by the shape of each block, in the spirit of DLight's GPU rules:
   the innermost output axis are unrolled beside them, the reduction axes run
   outside, and the blocks of channels run in parallel;
 - other reductions (pooling, means) run their outer output axes in parallel;
-- element-wise blocks: every loop fused, split into parallel chunks of vectors.
+- element-wise blocks: every loop fused, split into parallel chunks of vectors;
+- a channel-blocked convolution (the blocked layout's ``conv2d_NCHWc``) and its
+  epilogue: cpu_schedule_blocked.py.
 
-A rule that does not apply leaves the block to TVM's default: the schedule never
+A rule that does not apply leaves the block to TVM's default, and a workload with an
+opaque block (sorting, non-max-suppression) is left to it whole: the schedule never
 fails a build. It is deterministic (the same workload gives the same schedule)
 and its code is part of lower's key.
 """
@@ -52,13 +55,40 @@ def _as_scheduled(scheduled, original):
 
 
 def _apply(sch) -> None:
+    from . import cpu_schedule_blocked as blocked
+
     root = sch.get_sblock("root", func_name="main")
+    if any(_opaque(sch, b) for b in sch.get_child_blocks(root)):
+        raise ValueError("an opaque block (an extern-style kernel: sorting, NMS): TVM's default")
     _inline(sch, root)
+    done: set[str] = set()
+    for name in [sch.get(b).name_hint for b in sch.get_child_blocks(root)]:
+        if name in done or name not in _block_names(sch, root):
+            continue  # an epilogue a blocked rule took in
+        block = sch.get_sblock(name, func_name="main")
+        if _is_reduction(sch, block) and blocked.is_blocked_conv(sch, block):
+            done.update(blocked.schedule(sch, block))
     for block in sch.get_child_blocks(root):
+        if sch.get(block).name_hint in done:
+            continue
         if _is_reduction(sch, block):
             _reduction(sch, block)
         else:
             _elementwise(sch, block)
+
+
+def _opaque(sch, block) -> bool:
+    """A block without iterators whose body is more than one store (its own loops, while
+    loops, in-place updates of other blocks' buffers): the rules would break it (inlining
+    a buffer it writes gave "Buffer T_gather is used before its definition" on NMS)."""
+    import tvm
+
+    b = sch.get(block)
+    return not b.iter_vars and not isinstance(b.body, tvm.tirx.BufferStore)
+
+
+def _block_names(sch, root) -> set[str]:
+    return {sch.get(b).name_hint for b in sch.get_child_blocks(root)}
 
 
 def _is_reduction(sch, block) -> bool:

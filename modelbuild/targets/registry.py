@@ -15,6 +15,9 @@ call; partition, lower, codegen and link never look at the target's kind:
   the graph's executable (None: TVM packs them into an object file).
 - ``link(artifacts, graph_files, out, what)``: the artifacts and the graph's
   files -> the shared library, without TVM.
+- ``vector_floats(tvm_target) -> int``: partition, the channel block of the blocked
+  layout (``NCHWc``): floats in one vector register of the target's CPU (None: the
+  target takes no blocked layout).
 
 Adding a target is one ``register(TargetSpec(...))``, e.g. in a module listed
 under ``[tool.modelbuild] targets`` in the project's pyproject.toml. Its name,
@@ -60,6 +63,7 @@ class TargetSpec:
     toolchain: str = ""
     device: str = "cpu"  # where its libraries run: tvm.device(device) (measuring, benchmarks)
     options: tuple[str, ...] = ()  # what `resolve(name, **options)` may set, e.g. ("mcpu",)
+    vector_floats: Callable | None = None  # the blocked layout's channel block (None: none)
 
     @property
     def kind(self) -> str:
@@ -86,11 +90,12 @@ def register(spec: TargetSpec) -> TargetSpec:
 register(TargetSpec(
     "llvm", {"kind": "llvm"}, "this machine's CPU through LLVM (default; mcpu= for another CPU)",
     records_from=("llvm",), configure=cpu.configure_llvm, options=("mcpu",),
-    default_schedule=cpu_schedule.default_schedule,
-    sources=("targets/cpu.py", "targets/cpu_schedule.py")))
+    default_schedule=cpu_schedule.default_schedule, vector_floats=cpu.vector_floats,
+    sources=("targets/cpu.py", "targets/cpu_schedule.py", "targets/cpu_schedule_blocked.py")))
 register(TargetSpec(
     "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
-    records_from=("c", "llvm"), emit=cpu.compile_c_source, configure=cpu.configure_c))
+    records_from=("c", "llvm"), emit=cpu.compile_c_source, configure=cpu.configure_c,
+    vector_floats=cpu.vector_floats))
 register(TargetSpec(
     "cuda", {"kind": "cuda", "host": {"kind": "llvm"}},
     "NVIDIA GPU: kernels compiled by nvcc, host code through LLVM",

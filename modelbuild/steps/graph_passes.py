@@ -1,0 +1,231 @@
+"""Clean-ups of the imported graph before partition's fusion, as one Relax pass
+(``SimplifyGraph``):
+
+- ``sum(stack([a, b, ...], axis=k), axis=k)`` of equal shapes (ONNX ``Sum``, resnet50's
+  residual add, imports so: a 5-D copy, then a reduction) becomes ``a + b + ...``; a
+  ``broadcast_to`` of an operand already of the output's shape is dropped first;
+- ``dropout(x)[0]`` becomes ``x`` (inference);
+- a constant operand of an element-wise add/subtract/multiply/divide gets the rank of the
+  other operand (``(C, 1, 1)`` -> ``(1, C, 1, 1)``; what TVM's ConvertLayout needs to carry
+  a channel-blocked layout through a decomposed BatchNorm).
+
+BatchNorm after a convolution is folded into it by TVM's own ``FoldBatchnormToConv2D``
+(partition runs it before this pass; see core/passes.py for the whole list).
+"""
+
+from __future__ import annotations
+
+import functools
+
+_BINARY = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide")
+
+
+def _shape(expr):
+    """The static shape of a tensor expression as ints, or None."""
+    from tvm import relax
+
+    ty = getattr(expr, "ty", None)
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    try:
+        return [int(d) for d in ty.shape]
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+@functools.cache
+def _mutator_class():
+    """The PyExprMutator subclass (made once, at first use: TVM is imported lazily)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    op = tvm.ir.Op.get
+
+    @mutator
+    class Simplify(PyExprMutator):
+        def _value(self, expr):
+            while isinstance(expr, relax.Var):
+                bound = self.lookup_binding(expr)
+                if bound is None:
+                    break
+                expr = bound
+            return expr
+
+        def visit_call_(self, call):
+            call = self.builder_.normalize(super().visit_call_(call))
+            if not isinstance(call.op, tvm.ir.Op):
+                return call
+            if call.op.same_as(op("relax.sum")):
+                added = _stacked_sum(self, call)
+                return call if added is None else added
+            if call.op.name in _BINARY and len(call.args) == 2:
+                return _full_rank_constants(self, call)
+            return call
+
+        def visit_tuple_getitem_(self, item):
+            item = super().visit_tuple_getitem_(item)
+            value = self._value(item.tuple_value)
+            if item.index == 0 and isinstance(value, relax.Call) and \
+                    value.op.same_as(op("relax.nn.dropout")):
+                return value.args[0]
+            return item
+
+    return Simplify
+
+
+def _stacked_sum(self, call):
+    """``a + b + ...`` for ``sum(stack(items, axis=k), axis=k)`` of equal shapes, or None."""
+    import tvm
+    from tvm import relax
+
+    axis = call.attrs.axis
+    if axis is None or len(axis) != 1 or call.attrs.keepdims:
+        return None
+    stacked = self._value(call.args[0])
+    if not (isinstance(stacked, relax.Call) and stacked.op.same_as(tvm.ir.Op.get("relax.stack"))
+            and int(stacked.attrs.axis) == int(axis[0])):
+        return None
+    items = self._value(stacked.args[0])
+    out = _shape(call)
+    if not isinstance(items, relax.Tuple) or out is None:
+        return None
+    parts = []
+    for item in items.fields:
+        value = self._value(item)
+        if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.broadcast_to")) \
+                and _shape(value.args[0]) == out:
+            item = value.args[0]
+        if _shape(item) != out:
+            return None
+        parts.append(item)
+    total = parts[0]
+    for part in parts[1:]:
+        total = self.builder_.normalize(relax.op.add(total, part))
+    return total
+
+
+def _full_rank_constants(self, call):
+    """The call with a lower-rank constant operand reshaped to the other operand's rank."""
+    import tvm
+    from tvm import relax
+
+    shapes = [_shape(a) for a in call.args]
+    if None in shapes or len(shapes[0]) == len(shapes[1]):
+        return call
+    rank = max(len(s) for s in shapes)
+    if rank < 4:  # only (C, 1, 1) beside an image-like tensor: ConvertLayout's case
+        return call
+    args = []
+    for arg, shape in zip(call.args, shapes):
+        if isinstance(arg, tvm.ir.expr.Constant) and len(shape) < rank:
+            arg = relax.const(arg.value.numpy().reshape([1] * (rank - len(shape)) + shape))
+        args.append(arg)
+    if all(a.same_as(b) for a, b in zip(args, call.args)):
+        return call
+    return self.builder_.normalize(relax.Call(call.op, args, call.attrs))
+
+
+@functools.cache
+def _broadcast_folder_class():
+    """Folds ``broadcast_to`` of a constant in numpy and puts constants inline in the calls
+    that use them (where TVM's FoldConstant leaves them, and FoldBatchnormToConv2D looks):
+    TVM's Relax FoldConstant would compile every operator it folds (about 4 s for
+    resnet50's 86 broadcast weights)."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class FoldBroadcasts(PyExprMutator):
+        def _constant(self, arg):
+            bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
+            arg = bound if bound is not None else arg
+            return arg if isinstance(arg, tvm.ir.expr.Constant) else None
+
+        def visit_call_(self, call):
+            call = self.builder_.normalize(super().visit_call_(call))
+            if not isinstance(call.op, tvm.ir.Op):
+                return call
+            constants = [self._constant(a) for a in call.args]
+            if call.op.name == "relax.broadcast_to" and constants[0] is not None \
+                    and _shape(call) is not None:
+                value = np.broadcast_to(constants[0].value.numpy(), _shape(call))
+                return relax.const(np.ascontiguousarray(value), str(call.ty.dtype))
+            if any(c is not None and not c.same_as(a) for c, a in zip(constants, call.args)):
+                call = self.builder_.normalize(relax.Call(
+                    call.op, [a if c is None else c for c, a in zip(constants, call.args)],
+                    call.attrs, call.ty_args))
+            return call
+
+    return FoldBroadcasts
+
+
+def _function_pass(name: str, mutator_class, cleanup):
+    import tvm
+    from tvm import relax
+
+    @tvm.transform.module_pass(opt_level=0, name=name)
+    def run(mod, _ctx):
+        rewriter = mutator_class()(mod)
+        for gv, func in mod.functions.items():
+            if isinstance(func, relax.Function):
+                rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
+        return cleanup(rewriter.builder_.get())
+
+    return run
+
+
+def fold_broadcasts():
+    from tvm import relax
+
+    return _function_pass("FoldBroadcasts", _broadcast_folder_class,
+                          relax.transform.DeadCodeElimination())
+
+
+def simplify_graph():
+    """The pass (over every Relax function); dead bindings removed after it, and the aliases
+    the rewrites leave (y = x), which would stop FuseOps at them."""
+    from tvm import relax
+
+    t = relax.transform
+    return _function_pass("SimplifyGraph", _mutator_class,
+                          lambda mod: t.CanonicalizeBindings()(t.DeadCodeElimination()(mod)))
+
+
+def pipeline(block: int | None) -> list:
+    """(name, pass) in core/passes.py's PASSES order; ``block``: the channel block of the
+    blocked layout (None: NCHW, and ConvertLayout does nothing)."""
+    import tvm
+    from tvm import relax
+
+    from ..core.passes import PASSES
+    from . import blocked_layout
+
+    t = relax.transform
+    passes = {
+        "FoldWeights": fold_broadcasts(),
+        # BatchNorm after a conv into its weights (the arithmetic on constants it leaves is
+        # folded after LegalizeOps); the others as element-wise arithmetic
+        "FoldBatchnormToConv2D": tvm.transform.Sequential(
+            [t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()]),
+        "SimplifyGraph": simplify_graph(),
+        "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
+            [t.FoldConstant(), _as_pass(lambda mod: blocked_layout.convert(mod, block)),
+             t.FoldConstant()]),  # ConvertLayout wants constant weights (else it crashes)
+        "LegalizeOps": t.LegalizeOps() if block is None else
+        t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map(block)),
+        "AnnotateTIROpPattern": t.AnnotateTIROpPattern(),
+        "FoldConstant": t.FoldConstant(),
+        "FuseOps": t.FuseOps(),
+        "FuseTIR": t.FuseTIR(),
+    }
+    return [(name, passes[name]) for name in PASSES]
+
+
+def _as_pass(function):
+    import tvm
+
+    return tvm.transform.module_pass(lambda mod, _ctx: function(mod), opt_level=0,
+                                     name="ConvertLayoutBlocked")

@@ -1,0 +1,205 @@
+"""Layouts as a build input (issue 20): a model built channel-blocked (NCHWc) computes what
+onnxruntime computes, the layout is part of partition's key (a switch and back is a cache
+hit), record edits rebuild exactly what they should, a bad layout is one clear line; and
+the graph clean-ups partition runs before fusion (BatchNorm folded, stack+sum as adds,
+dropout gone)."""
+
+import os
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from conftest import (
+    REPO,
+    assert_close,
+    make_project,
+    model_inputs,
+    onnx_file_output,
+    onnx_output,
+    run_library,
+    sampled_records,
+)
+from onnx import TensorProto, helper
+from onnx_models import randomized_light, tiny_model
+
+from modelbuild.core import manifest
+from modelbuild.core import models as models_mod
+
+BLOCKED = "NCHWc"
+_slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),
+                           reason="slow; set MODELBUILD_SLOW_TESTS=1 to run")
+
+
+def _workloads(project, model="tiny") -> list[str]:
+    man = manifest.read(project.root / "build" / model / "partition" / "manifest.msgpack")
+    return [w.name for w in man.workloads]
+
+
+def _blocked_project(root):
+    """The tiny model with 32 channels (two blocks of 16 on AVX-512, four of 8 on AVX2),
+    declared blocked in its .toml."""
+    project = make_project(root, {"tiny": tiny_model(channels=32)})
+    (project.root / "models" / "tiny.toml").write_text(f'onnx = "tiny.onnx"\nlayout = "{BLOCKED}"\n')
+    return project
+
+
+def test_a_blocked_model_runs_its_convolution_blocked_and_matches_onnxruntime(tmp_path):
+    project = _blocked_project(tmp_path / "p")
+    project.doit("build:tiny")
+    names = _workloads(project)
+    # the residual conv (32 -> 32 channels) with its bias, residual add and ReLU fused in
+    assert any("conv2d_NCHWc" in n and "relu" in n for n in names), names
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x),
+                 rel=1e-4)
+
+
+def test_the_layout_variable_changes_partitions_key_and_back_is_a_cache_hit(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
+    project.doit("build:tiny")
+    plain = _workloads(project)
+    assert not any("NCHWc" in n for n in plain)
+    blocked = project.doit("build:tiny", f"layout={BLOCKED}")
+    assert "partition:tiny" in blocked.ran
+    assert any("conv2d_NCHWc" in n for n in _workloads(project))
+    back = project.doit("build:tiny")
+    # Back to NCHW: partition's entry is in the cache (a hit, no partitioning: doit lists it
+    # as run when the previous layout's outputs it declared are gone), and so is every
+    # workload's lowered TIR and object: only the link runs.
+    assert _cache_events(project, "partition") == {"hit"}
+    assert not (back.ran_kind("lower") | back.ran_kind("codegen")), back.output
+    assert _workloads(project) == plain
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x),
+                 rel=1e-4)
+    again = project.doit("build:tiny", f"layout={BLOCKED}")
+    assert _cache_events(project, "partition") == {"hit"}
+    assert not (again.ran_kind("lower") | again.ran_kind("codegen")), again.output
+
+
+def _cache_events(project, kind: str) -> set[str]:
+    """What the last build's cache look-ups of ``kind`` found (hit, miss)."""
+    lines = (project.root / "build" / ".cache-events").read_text().splitlines()
+    return {line.split(" ")[0] for line in lines if line.split(" ")[1] == kind}
+
+
+def test_an_unknown_layout_is_one_clear_line(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "models" / "tiny.toml").write_text('onnx = "tiny.onnx"\nlayout = "NHWC8"\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "layout = 'NHWC8': not a layout modelbuild builds; known: NCHW, NCHWc" in run.output
+    (project.root / "models" / "tiny.toml").unlink()
+    run = project.doit("build:tiny", "layout=blocked", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output
+    assert "layout (the doit variable) = 'blocked': not a layout" in run.output
+
+
+def test_blocked_record_edits_rerun_lower_codegen_link_and_equal_a_clean_build(tmp_path):
+    project = _blocked_project(tmp_path / "p")
+    project.doit("build:tiny")
+    workload = next(n for n in _workloads(project) if "conv2d_NCHWc" in n)
+    variants = sampled_records(project, "tiny", workload, 3, seed=3)
+    for rec in variants:
+        project.set_record("tiny", workload, rec)
+        run = project.doit("build:tiny")
+        assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}
+    clean = _blocked_project(tmp_path / "clean")
+    shutil.copytree(project.root / "schedules", clean.root / "schedules", dirs_exist_ok=True)
+    clean.doit("build:tiny")
+    assert clean.objects("tiny") == project.objects("tiny")
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x),
+                 rel=1e-4)
+
+
+def _cleanup_model() -> onnx.ModelProto:
+    """conv -> BatchNorm -> Sum(with the input's conv) -> Dropout -> Relu: what the clean-ups
+    remove (the BatchNorm into the conv, the Sum's stack+sum, the dropout)."""
+    rng = np.random.default_rng(0)
+    c = 16
+
+    def init(name, shape, scale=0.2, low=None):
+        value = rng.uniform(low, 1.5, shape) if low is not None else rng.standard_normal(shape) * scale
+        return onnx.numpy_helper.from_array(value.astype(np.float32), name)
+
+    inits = [init("w1", (c, 3, 3, 3)), init("w2", (c, c, 1, 1)), init("g", (c,), low=0.5),
+             init("b", (c,)), init("m", (c,)), init("v", (c,), low=0.5)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w2"], ["c2"]),
+        helper.make_node("BatchNormalization", ["c2", "g", "b", "m", "v"], ["bn"]),
+        helper.make_node("Sum", ["bn", "c1"], ["s"]),
+        helper.make_node("Dropout", ["s"], ["d"]),
+        helper.make_node("Relu", ["d"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "cleanups",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 8, 8])],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_cleanups_fold_batchnorm_and_turn_sum_and_dropout_into_plain_adds(tmp_path):
+    project = make_project(tmp_path / "p", {"m": _cleanup_model()})
+    project.doit("build:m")
+    names = _workloads(project, "m")
+    assert not [n for n in names if "batch_norm" in n or "stack" in n or "dropout" in n], names
+    # the BatchNorm, the Sum's add and the ReLU all run inside the second convolution
+    assert any(n.startswith("fused_conv2d1") and n.endswith("relu") for n in names), names
+    x = model_inputs(project.root, "m")
+    assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x), rel=1e-4)
+
+
+def _nms_model() -> onnx.ModelProto:
+    """Boxes from a 1x1 conv of the input, scores beside them, NonMaxSuppression over them."""
+    ints = lambda name, v: onnx.numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
+    floats = lambda name, v: onnx.numpy_helper.from_array(np.asarray(v, np.float32), name)  # noqa: E731
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "k", "iou", "thr"], ["sel"])]
+    graph = helper.make_graph(
+        nodes, "nms",
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 6, 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 6])],
+        [helper.make_tensor_value_info("sel", TensorProto.INT64, [3, 3])],
+        initializer=[ints("k", [3]), floats("iou", [0.5]), floats("thr", [0.0])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_non_max_suppression_builds_with_the_cpu_default_schedule(tmp_path):
+    model = _nms_model()
+    project = make_project(tmp_path / "p", {"nms": model})
+    project.doit("build:nms")
+    boxes = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11],
+                       [0, 10.1, 1, 11.1], [0, 100, 1, 101]]], np.float32)
+    scores = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3]]], np.float32)
+    ours = run_library(project.library("nms"), [boxes, scores])
+    ref = onnx_file_output(project.root / "models" / "nms.onnx", [boxes, scores])
+    assert np.array_equal(np.asarray(ours)[:len(ref)], ref), (ours, ref)
+
+
+_DECLARED = sorted(models_mod.discover(REPO / "models"))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_slow) if n in ("densenet121",) else n
+                                  for n in _DECLARED])
+def test_declared_model_built_blocked_matches_onnxruntime(name, tmp_path):
+    """Every declared model with random weights, built NCHWc end to end, computes the logits
+    onnxruntime computes (resnet50: the residual adds blocked; densenet121 is slow)."""
+    light = models_mod.discover(REPO / "models")[name].onnx_path.stem.removeprefix("light_")
+    project = make_project(tmp_path / "p", {name: randomized_light(light)})
+    project.doit("-n", "2", f"build:{name}", f"layout={BLOCKED}")
+    assert sum("conv2d_NCHWc" in w for w in _workloads(project, name)) >= 10
+    x = model_inputs(project.root, name)
+    ours = run_library(project.library(name), x)
+    assert float(ours.std()) > 0.05 * float(abs(ours).max())
+    assert_close(ours, onnx_output(project.root, name, x), rel=1e-4)
+
+
+def test_why_names_a_layout_change(tmp_path):
+    from conftest import cli
+
+    project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
+    project.doit("build:tiny", f"layout={BLOCKED}")
+    out = cli(project, "why", "tiny").stdout
+    assert f"layout changed ({BLOCKED} -> NCHW)" in out and "partition:tiny" in out
