@@ -57,8 +57,12 @@ class ModelLayout:
     def workloads_dir(self) -> Path:
         return self.dir / "partition" / "workloads"
 
-    def workload(self, workload: str) -> Path:
-        return self.workloads_dir / f"{workload}.json"
+    def workload(self, workload: str, compute: str = "direct") -> Path:
+        """A workload's TIR as partition wrote it; ``compute``: another compute of it
+        (steps/compute_variants.py), beside it as <workload>@<compute>.json."""
+        if compute == "direct":
+            return self.workloads_dir / f"{workload}.json"
+        return self.workloads_dir / f"{workload}@{compute}.json"
 
     @property
     def records_dir(self) -> Path:
