@@ -65,15 +65,34 @@ def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
     """Make the active record the default schedule on ``compute`` of the workload (``direct``:
     no record)."""
     active = layout.record(workload)
-    have = compute_record.computes(layout, workload)
-    if compute not in have:
-        raise BuildError(f"no compute '{compute}'; its computes: "
-                         f"{', '.join(have)}", workload=workload)
+    check_computes(layout, workload, [compute])
     if compute == compute_record.DIRECT:
         active.unlink(missing_ok=True)
     else:
         atomic.write_text(active, compute_record.to_json(workload, compute, model=layout.name))
     return active
+
+
+def check_computes(layout: ModelLayout, workload: str, wanted: list[str]) -> None:
+    """BuildError (one line) for a compute in ``wanted`` that the workload does not have."""
+    have = compute_record.computes(layout, workload)
+    missing = [c for c in wanted if c not in have]
+    if missing:
+        raise BuildError(f"no compute {', '.join(map(repr, missing))}; its computes: "
+                         f"{', '.join(have)}", workload=workload)
+
+
+def choose(layout: ModelLayout, workload: str, choice: int | str | None) -> Path:
+    """Make a sweep's choice active: variant ``choice`` (a number), no record (None), or the
+    default schedule on a compute (its name)."""
+    if isinstance(choice, str):
+        return select_compute(layout, workload, choice)
+    return select(layout, workload, choice)
+
+
+def chosen_file(layout: ModelLayout, workload: str, choice: int | str) -> Path:
+    """The record file a sweep's choice makes active."""
+    return layout.record(workload) if isinstance(choice, str) else existing(layout, workload)[choice]
 
 
 def active_variant(layout: ModelLayout, workload: str) -> int | None:
