@@ -3,13 +3,17 @@ for a 3x3, stride-1 convolution); the build uses that compute's TIR, matches onn
 reruns exactly what depends on the switch, and a switch back is a cache hit."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 
 import numpy as np
-from conftest import (make_project, model_inputs, onnx_output, run_library,
-                      tiny_conv_workload, tiny_model)
+import pytest
+from conftest import (REPO, assert_close, make_project, model_inputs, onnx_output,
+                      reference_output, run_library, tiny_conv_workload, tiny_model)
+
+from modelbuild.core import models as models_mod
 
 MODEL = "tiny"
 
@@ -135,3 +139,37 @@ def test_a_trace_for_the_winograd_tir_applies_to_it(tiny_copy):
     failed = tiny_copy.doit(f"build:{MODEL}", check=False)
     assert failed.returncode != 0 and "Traceback" not in failed.output
 
+
+
+DECLARED = sorted(models_mod.discover(REPO / "models"))
+_slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),
+                           reason="slow (~110 s); set MODELBUILD_SLOW_TESTS=1 to run")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_slow) if n == "densenet121" else n
+                                  for n in DECLARED])
+def test_declared_model_with_every_winograd_variant_matches_onnxruntime(name,
+                                                                        declared_partitioned):
+    project = declared_partitioned(name)  # shared: the records are removed afterwards
+    folder = project.root / "build" / name / "partition" / "workloads"
+    convs = sorted(p.name.split("@")[0] for p in folder.glob("*@winograd.json"))
+    assert convs, f"{name} has no 3x3 stride-1 convolution?"
+    try:
+        for workload in convs:
+            path = project.record(name, workload)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"format": "modelbuild.record/1", "workload": workload,
+                                        "compute": "winograd"}))
+        run = project.doit(f"build:{name}")
+        assert {f"lower:{name}/{w}" for w in convs} <= run.ran | run.from_cache
+        x = model_inputs(project.root, name)
+        ours = run_library(project.library(name), x)
+        expected = onnx_output(project.root, name, x)
+        error = float(np.abs(ours - expected).max() / np.abs(expected).max())
+        print(f"{name}: {len(convs)} Winograd workloads; max |ours - onnxruntime| / "
+              f"max |onnxruntime| = {error:.2e}")
+        assert error <= 1e-3
+        assert_close(ours, reference_output(project, name, x))  # tvm.compile, same computes
+    finally:
+        for workload in convs:
+            project.record(name, workload).unlink(missing_ok=True)
