@@ -40,7 +40,7 @@ def _relative_error(project) -> float:
 
 
 def test_partition_writes_a_winograd_tir_for_each_3x3_stride1_conv(tiny_built):
-    folder = tiny_built.root / "build" / MODEL / "partition" / "workloads"
+    folder = tiny_built.root / "build" / MODEL / "partition" / "computes"
     variants = sorted(p.name for p in folder.glob("*@winograd.json"))
     # both convolutions of the tiny model are 3x3, stride 1; nothing else is
     assert len(variants) == 2 and all("conv2d" in v for v in variants), variants
@@ -49,7 +49,7 @@ def test_partition_writes_a_winograd_tir_for_each_3x3_stride1_conv(tiny_built):
 
 def test_winograd_records_build_and_match_onnxruntime(tiny_copy):
     direct = tiny_copy.objects(MODEL)
-    folder = tiny_copy.root / "build" / MODEL / "partition" / "workloads"
+    folder = tiny_copy.root / "build" / MODEL / "partition" / "computes"
     convs = [p.name.split("@")[0] for p in folder.glob("*@winograd.json")]
     for workload in convs:
         _winograd(tiny_copy, workload)
@@ -122,7 +122,7 @@ def test_a_trace_for_the_winograd_tir_applies_to_it(tiny_copy):
     from modelbuild.targets import registry
 
     workload = tiny_conv_workload(tiny_copy)
-    tir = (tiny_copy.root / "build" / MODEL / "partition" / "workloads"
+    tir = (tiny_copy.root / "build" / MODEL / "partition" / "computes"
            / f"{workload}@winograd.json")
     rec = sample.sample_records(tvm.ir.load_json(tir.read_text()), workload,
                                 registry.resolve("llvm"), 1, seed=3, model=MODEL)[0]
@@ -151,7 +151,7 @@ _slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),
 def test_declared_model_with_every_winograd_variant_matches_onnxruntime(name,
                                                                         declared_partitioned):
     project = declared_partitioned(name)  # shared: the records are removed afterwards
-    folder = project.root / "build" / name / "partition" / "workloads"
+    folder = project.root / "build" / name / "partition" / "computes"
     convs = sorted(p.name.split("@")[0] for p in folder.glob("*@winograd.json"))
     assert convs, f"{name} has no 3x3 stride-1 convolution?"
     try:

@@ -85,7 +85,7 @@ class PartitionOutput:
             atomic.write_bytes(path, data)
             written.add(path)
         # files of an earlier partition that this one does not have
-        for folder in (self.layout.workloads_dir, self.layout.graph_dir):
+        for folder in (self.layout.workloads_dir, self.layout.computes_dir, self.layout.graph_dir):
             if folder.is_dir():
                 for old in folder.iterdir():
                     if old.is_file() and old not in written:

@@ -75,7 +75,7 @@ def computes(layout: ModelLayout, workload: str, recorded: dict | None = None) -
     among ``recorded`` (path -> digest, what the manifest records) when given."""
     prefix = f"{workload}@"
     if recorded is not None:
-        names = [p.stem for p in recorded if p.parent == layout.workloads_dir]
+        names = [p.stem for p in recorded if p.parent == layout.computes_dir]
     else:
-        names = [p.stem for p in layout.workloads_dir.glob(f"{prefix}*.json")]
+        names = [p.stem for p in layout.computes_dir.glob(f"{prefix}*.json")]
     return [DIRECT, *sorted(n[len(prefix):] for n in names if n.startswith(prefix))]

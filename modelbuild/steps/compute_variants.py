@@ -176,4 +176,8 @@ def write(layout, stages: dict, passes: tuple, target, workloads: dict) -> list:
             path = layout.workload(name, variant)
             atomic.write_text(path, tvm.ir.save_json(func))
             written.append(path)
+    if layout.computes_dir.is_dir():  # those of an earlier partition that this one lacks
+        for old in layout.computes_dir.glob("*.json"):
+            if old not in written:
+                old.unlink(missing_ok=True)
     return written

@@ -308,10 +308,10 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     funcs = workloads_of(fused)
     for name, func in funcs.items():
         atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
-    variant_files = compute_variants.write(layout, stages, PASSES, target, funcs)
     for old in layout.workloads_dir.glob("*.json"):
-        if old.stem not in funcs and old not in variant_files:
+        if old.stem not in funcs:
             old.unlink()
+    variant_files = compute_variants.write(layout, stages, PASSES, target, funcs)
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
     traced, error = _provenance(operators, stages, funcs)
