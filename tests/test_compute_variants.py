@@ -173,3 +173,37 @@ def test_declared_model_with_every_winograd_variant_matches_onnxruntime(name,
     finally:
         for workload in convs:
             project.record(name, workload).unlink(missing_ok=True)
+
+
+def test_record_commands_handle_a_workload_s_compute(tiny_copy, tmp_path):
+    from conftest import cli
+
+    workload = tiny_conv_workload(tiny_copy)
+    cli(tiny_copy, "select", MODEL, workload, "winograd")
+    rows = {r["workload"]: r for r in json.loads(cli(tiny_copy, "inspect", MODEL, "--json").stdout)}
+    assert rows[workload]["compute"] == "winograd"
+    assert rows[workload]["computes"] == ["direct", "winograd"]
+    assert all(r["computes"] == ["direct"] for r in rows.values() if "conv2d" not in r["workload"])
+    shown = cli(tiny_copy, "explain", MODEL, workload).stdout
+    assert "compute: winograd (it could use: direct" in shown and "@winograd.json" in shown
+    assert "ok" in cli(tiny_copy, "check", MODEL).stdout
+    # MetaSchedule's database holds traces: a compute with the default schedule is left out
+    assert "not exported" in cli(tiny_copy, "export", MODEL, str(tmp_path / "db0")).stdout
+    # traces of the Winograd TIR: sampled, selected, exported, imported back as a compute record
+    cli(tiny_copy, "sample", MODEL, workload, "--compute", "winograd", "-n", "1")
+    variant = json.loads((tiny_copy.root / "schedules" / MODEL / "variants" / workload
+                          / "1.json").read_text())
+    assert variant["compute"] == "winograd" and variant["trace"]
+    cli(tiny_copy, "select", MODEL, workload, "1")
+    assert "ok" in cli(tiny_copy, "check", MODEL).stdout
+    assert "exported 1 record" in cli(tiny_copy, "export", MODEL, str(tmp_path / "db")).stdout
+    tiny_copy.record(MODEL, workload).unlink()
+    cli(tiny_copy, "import", MODEL, str(tmp_path / "db"))
+    imported = json.loads(tiny_copy.record(MODEL, workload).read_text())
+    assert imported["compute"] == "winograd" and imported["trace"] == variant["trace"]
+    # back to direct; a compute the workload lacks is one line
+    cli(tiny_copy, "select", MODEL, workload, "direct")
+    assert not tiny_copy.record(MODEL, workload).exists()
+    refused = cli(tiny_copy, "select", MODEL, "mean", "winograd", check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "no compute 'winograd'; its computes: direct" in refused.stdout + refused.stderr
