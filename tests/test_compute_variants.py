@@ -207,3 +207,17 @@ def test_record_commands_handle_a_workload_s_compute(tiny_copy, tmp_path):
     refused = cli(tiny_copy, "select", MODEL, "mean", "winograd", check=False)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "no compute 'winograd'; its computes: direct" in refused.stdout + refused.stderr
+
+
+def test_a_partition_restored_from_the_cache_brings_its_computes(tiny_copy):
+    computes = tiny_copy.root / "build" / MODEL / "partition" / "computes"
+    made = {p.name: p.read_bytes() for p in computes.glob("*.json")}
+    assert made
+    workload = tiny_conv_workload(tiny_copy)
+    shutil.rmtree(tiny_copy.root / "build" / MODEL / "partition")
+    _winograd(tiny_copy, workload)
+    run = tiny_copy.doit(f"build:{MODEL}")
+    assert f"partition:{MODEL}" in run.from_cache  # the cache entry passed its checks
+    assert {p.name: p.read_bytes() for p in computes.glob("*.json")} == made
+    assert run.ran_kind("lower") == {f"lower:{MODEL}/{workload}"}
+    assert _relative_error(tiny_copy) <= 1e-3
