@@ -125,8 +125,10 @@ def _replacements(imported, legalized_mod, variant: Variant) -> dict:
 
 def variant_workloads(stages: dict, passes: tuple, target, workloads: dict) -> dict:
     """{variant name: {workload name: PrimFunc}}: the workloads of the fused module that have
-    the variant's compute, each with its TIR. ``stages``: the module after each pass (and
-    "import"), as partition made them; ``workloads``: the direct workloads by name."""
+    the variant's compute, each with its TIR. ``stages``: the module after each pass of
+    ``passes`` (and "import"), as partition made them (passes before LegalizeOps, a layout
+    conversion say, are taken into account: the calls looked at are those LegalizeOps
+    legalized); ``workloads``: the direct workloads by name."""
     import tvm
     import tvm_ffi
     from tvm import relax
@@ -134,9 +136,11 @@ def variant_workloads(stages: dict, passes: tuple, target, workloads: dict) -> d
     if "FuseOps" not in stages or "LegalizeOps" not in stages:
         return {}
     after = passes[passes.index("FuseOps") + 1:]
+    legalize = passes.index("LegalizeOps")
+    before = stages[passes[legalize - 1]] if legalize else stages["import"]  # what it legalized
     out: dict = {}
     for variant in VARIANTS:
-        swap = _replacements(stages["import"], stages["LegalizeOps"], variant)
+        swap = _replacements(before, stages["LegalizeOps"], variant)
         if not swap:
             continue
         mod = stages["FuseOps"]
