@@ -25,7 +25,8 @@ def run(args) -> int:
 
     ws = resolve_model(args)
     spec, part, layout = ws.spec, ws.partitioned(), ws.layout
-    checked, problems = check.check_model(layout, part.functions(), spec)
+    checked, problems = check.check_model(layout, part.functions(), spec,
+                                          part.variant_functions())
     for problem in problems:
         console.print(f"[red]{escape(str(problem.file))}[/red]: workload {problem.workload}: "
                       f"{escape(problem.message)}")

@@ -46,6 +46,8 @@ def model_report(layout: ModelLayout, man: Manifest) -> dict:
             "op_types": dict(Counter(o.op_type for o, _ in sources)),
             "partly": [o.name for o, part in sources if part],
             "record": _record_source(records[name].status) or records[name].status,
+            "compute": records[name].compute,
+            "computes": list(records[name].computes),
             "median_ms": _bench_row(bench, name).get("median_ms"),
             "calls": _bench_row(bench, name).get("calls"),
         })
@@ -78,7 +80,8 @@ def workload_report(layout: ModelLayout, man: Manifest, workload: str) -> dict:
         "provenance_error": _provenance_error(man),
         "record": {**row.to_json(), "source": _record_source(row.status)},
         "artifacts": [_artifact(kind, path) for kind, path in (
-            ("workload TIR", layout.workload(workload)),
+            ("workload TIR", layout.workload(workload, row.compute if row.status != "invalid"
+                                             else "direct")),
             ("lowered TIR", layout.lowered(workload)),
             ("object", layout.object(workload)),
             ("library", layout.library))],
@@ -212,7 +215,9 @@ def render_model(console: Console, report: dict) -> None:
         table.add_column("time", justify="right", no_wrap=True)
     for r in rows:
         count = str(len(r["operators"])) + ("*" if r["partly"] else "")
-        cells = [r["workload"], count, escape(_types(r["op_types"])), r["record"]]
+        record = r["record"] + ("" if r.get("compute", "direct") == "direct"
+                                else f" ({r['compute']})")
+        cells = [r["workload"], count, escape(_types(r["op_types"])), record]
         if timed:
             cells.append("unused" if r.get("calls") == 0 else
                          f"{r['median_ms']:.3f} ms" if r["median_ms"] is not None else "")
@@ -254,6 +259,11 @@ def render_workload(console: Console, report: dict, root: Path) -> None:
     else:
         line = f"record: none ({rec['note']})"
     console.print(escape(line))
+    others = [c for c in rec.get("computes", ["direct"]) if c != rec.get("compute", "direct")]
+    console.print(escape(f"compute: {rec.get('compute', 'direct')}"
+                         + (f" (it could use: {', '.join(others)}; `python -m modelbuild select "
+                            f"{report['model']} {report['workload']} <compute>`)" if others
+                            else "")))
     console.print("artifacts:")
     for a in report["artifacts"]:
         where = _relative(a["path"], root)

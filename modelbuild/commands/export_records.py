@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.errors import BuildError
 from ..schedules import records
-from ..schedules.active import Invalid, Python, Trace, records_in
+from ..schedules.active import Invalid, Python, Trace, Variant, records_in, with_computes
 from . import options
 from .output import console
 from .workspace import resolve_model
@@ -25,7 +25,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """A MetaSchedule JSONDatabase of the model's active records; a Python schedule goes in
-    as the trace of what its function does."""
+    as the trace of what its function does; a record naming a compute goes in as its trace of
+    that compute's TIR (MetaSchedule's database has no field for the choice of compute: a
+    trace is filed under the TIR it schedules), one with no trace is left out."""
     from ..core.workloads import structural_hash
     from ..schedules import msdb
 
@@ -37,8 +39,12 @@ def run(args) -> int:
     if unknown:
         raise BuildError(f"records for workloads the model does not have: {', '.join(unknown)}",
                          hint=f"python -m modelbuild check {args.model}")
-    recs = []
+    recs, left_out = [], []
+    variant_funcs = ws.partitioned().variant_functions()
     for rec in found:
+        if isinstance(rec, Variant):
+            rec = with_computes(rec, ["direct", *(c for w, c in variant_funcs
+                                                  if w == rec.workload)])
         if isinstance(rec, Python):
             func = funcs[rec.workload]
             recs.append(records.Record(rec.path, rec.workload, structural_hash(func),
@@ -48,8 +54,16 @@ def run(args) -> int:
             raise rec.error
         elif isinstance(rec, Trace):
             recs.append(rec.record)
+        elif isinstance(rec, Variant) and rec.record is None:
+            left_out.append(rec.workload)
+        elif isinstance(rec, Variant):
+            funcs[rec.workload] = variant_funcs[rec.workload, rec.compute]
+            recs.append(rec.record)
     count = msdb.export_database(recs, funcs, Path(args.out_dir))
     traced = sum(isinstance(rec, Python) for rec in found)
     note = f" ({traced} Python schedule(s) as the traces of their functions)" if traced else ""
     console.print(f"exported {count} record(s) of {args.model} to {args.out_dir}{note}")
+    if left_out:
+        console.print(f"not exported: {', '.join(left_out)} (a compute with the default "
+                      "schedule: MetaSchedule's database holds traces, not a choice of compute)")
     return 0

@@ -32,6 +32,7 @@ def run(args) -> int:
     project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,
                                   project.model(args.model), source=args.source,
-                                  keep_if_faster=spec if args.keep_if_faster else None)
+                                  keep_if_faster=spec if args.keep_if_faster else None,
+                                  variant_funcs=ws.partitioned().variant_functions())
     print_import(report, args.work_dir, args.json)
     return 0

@@ -31,12 +31,14 @@ def run(args) -> int:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return 0
     table = Table(title=f"{args.model}: {len(rows)} workloads")
-    for col in ("workload", "status", "run time", "variant", "record"):
+    for col in ("workload", "status", "compute", "run time", "variant", "record"):
         table.add_column(col)
     for r in rows:
         secs = f"{r.run_secs * 1e3:.3f} ms" if r.run_secs is not None else ""
         variant = (f"{r.variant} of {r.variants}" if r.variant else
                    (f"- of {r.variants}" if r.variants else ""))
-        table.add_row(r.workload, r.status, secs, variant, escape(r.record or r.note))
+        others = [c for c in r.computes if c != r.compute]
+        compute = r.compute + (f" (or {', '.join(others)})" if others else "")
+        table.add_row(r.workload, r.status, compute, secs, variant, escape(r.record or r.note))
     console.print(table)
     return 0

@@ -25,9 +25,11 @@ def natural(text: str) -> int:
 
 
 def variant(text: str) -> str:
-    if text != "default" and not (text.isdigit() and int(text) >= 1):
-        raise argparse.ArgumentTypeError(f"expected a variant number (1, 2, ...) or 'default', "
-                                         f"not {text!r}")
+    """A variant number, 'default', or a compute's name (a word: winograd, direct)."""
+    if text != "default" and not (text.isdigit() and int(text) >= 1) \
+            and not text.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected a variant number (1, 2, ...), 'default' or "
+                                         f"a compute (e.g. winograd), not {text!r}")
     return text
 
 

@@ -18,7 +18,24 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload")
     p.add_argument("-n", "--count", type=options.positive, default=3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--compute", default="direct",
+                   help="sample schedules of this compute of the workload (e.g. winograd); "
+                        "the variants name it")
     options.target(p)
+
+
+def compute_func(ws, workload: str, compute: str):
+    """The TIR of ``compute`` of ``workload``; BuildError (one line) when it has none."""
+    import tvm
+
+    from ..core.errors import BuildError
+    from ..schedules.compute_record import computes
+
+    have = computes(ws.layout, workload)
+    if compute not in have:
+        raise BuildError(f"no compute '{compute}'; its computes: "
+                         f"{', '.join(have)}", workload=workload)
+    return tvm.ir.load_json(ws.layout.workload(workload, compute).read_text())
 
 
 def run(args) -> int:
@@ -28,9 +45,13 @@ def run(args) -> int:
     ws = resolve_model(args)
     project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     ws.require(funcs, [args.workload])
+    func = funcs[args.workload]
+    if args.compute != "direct":
+        func = compute_func(ws, args.workload, args.compute)
     with console.status(f"sampling {args.count} variant(s) of {args.workload} ..."):
-        paths = variants.sample(project.model(args.model), args.workload, funcs[args.workload],
-                                spec, args.count, seed=args.seed)
+        paths = variants.sample(project.model(args.model), args.workload, func,
+                                spec, args.count, seed=args.seed,
+                                compute=None if args.compute == "direct" else args.compute)
     for path in paths:
         console.print(f"wrote {path}")
     console.print(f"make one active with: python -m modelbuild select {args.model} "

@@ -38,7 +38,8 @@ MODES = ("one-at-a-time", "cross")
 # medians (less exposed to noise in the rest of the model on a busy machine).
 CRITERIA = ("latency", "workload")
 
-Step = dict  # workload -> variant number, None for "no record" (TVM's default schedule)
+Step = dict  # workload -> variant number, None for "no record" (TVM's default schedule), or
+# a compute's name (the default schedule on that compute: variants.choose)
 
 
 @dataclass
@@ -70,7 +71,8 @@ def plan(layout: ModelLayout, workloads: list[str], chosen: list | None, mode: s
                                  hint=f"python -m modelbuild sample {layout.name} {w} -n 3")
             per[w] = list(have)
         else:
-            missing = [k for k in chosen if k is not None and k not in have]
+            missing = [k for k in chosen if isinstance(k, int) and k not in have]
+            variants.check_computes(layout, w, [k for k in chosen if isinstance(k, str)])
             if missing:
                 raise BuildError(f"no variant {', '.join(map(str, missing))} of workload '{w}' "
                                  f"(have: {', '.join(map(str, have)) or 'none'})", workload=w,
@@ -109,7 +111,7 @@ def activate(layout: ModelLayout, saved: dict[str, bytes | None], step: Step) ->
     """The step's variants active; every other swept workload as it was before the sweep."""
     restore(layout, {w: data for w, data in saved.items() if w not in step})
     for w, k in step.items():
-        variants.select(layout, w, k)
+        variants.choose(layout, w, k)
 
 
 def describe(layout: ModelLayout, w: str) -> str:
@@ -143,7 +145,7 @@ class Sweep:
     def run_step(self, step: Step, saved, man, on_phase) -> Row:
         layout = self.layout
         activate(layout, saved, step)
-        files = {w: (str(variants.existing(layout, w)[k].relative_to(self.project.root))
+        files = {w: (str(variants.chosen_file(layout, w, k).relative_to(self.project.root))
                      if k is not None else None) for w, k in step.items()}
         on_phase("building")
         built = buildrun.build(self.project, self.model, self.target)
@@ -319,10 +321,11 @@ def parse_variants(text: str | None) -> list | None:
     for part in (p.strip() for p in text.split(",") if p.strip()):
         if part == "default":
             out.append(None)
-        elif part.isdigit():
-            out.append(int(part))
+        elif part.isdigit() or part.isidentifier():  # a number, or a compute's name
+            out.append(int(part) if part.isdigit() else part)
         else:
-            raise BuildError(f"--variants {text}: '{part}' is not a variant number or 'default'")
+            raise BuildError(f"--variants {text}: '{part}' is not a variant number, 'default' "
+                             "or a compute")
     return list(dict.fromkeys(out))
 
 
@@ -345,7 +348,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     options.model(p)
     p.add_argument("--workload", action="append", required=True,
                    help="a workload whose variants to sweep (repeatable)")
-    p.add_argument("--variants", help="comma-separated variant numbers, 'default' for no record "
+    p.add_argument("--variants", help="comma-separated variant numbers, 'default' for no record, "
+                                      "compute names (winograd: the default schedule on it) "
                                       "(default: every sampled variant)")
     p.add_argument("--mode", choices=MODES, default="one-at-a-time",
                    help="with several workloads: vary one at a time, the others at their "

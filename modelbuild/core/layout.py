@@ -57,8 +57,17 @@ class ModelLayout:
     def workloads_dir(self) -> Path:
         return self.dir / "partition" / "workloads"
 
-    def workload(self, workload: str) -> Path:
-        return self.workloads_dir / f"{workload}.json"
+    @property
+    def computes_dir(self) -> Path:
+        """The TIR of the workloads' other computes (steps/compute_variants.py)."""
+        return self.dir / "partition" / "computes"
+
+    def workload(self, workload: str, compute: str = "direct") -> Path:
+        """A workload's TIR as partition wrote it; ``compute``: another compute of it,
+        computes/<workload>@<compute>.json."""
+        if compute == "direct":
+            return self.workloads_dir / f"{workload}.json"
+        return self.computes_dir / f"{workload}@{compute}.json"
 
     @property
     def records_dir(self) -> Path:

@@ -14,7 +14,7 @@ import msgpack
 from . import atomic
 
 FORMAT = 3  # 2: operators (provenance); 3: external data files, outputs, calls per workload
-OUTPUT_DIRS = ("workloads", "graph")  # where partition's outputs are, in its folder
+OUTPUT_DIRS = ("workloads", "computes", "graph")  # where partition's outputs are, in its folder
 
 
 def plain_name(name) -> bool:

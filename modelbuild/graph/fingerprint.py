@@ -15,7 +15,8 @@ from pathlib import Path
 from ..core import atomic
 from ..core.digest import bytes_digest
 from ..core.layout import ModelLayout
-from ..schedules.active import active
+from ..schedules.active import active, tir_compute, with_computes
+from ..schedules.compute_record import computes
 
 
 class Inputs(dict):
@@ -31,13 +32,17 @@ class Inputs(dict):
 
 
 def lower_inputs(config: dict, layout: ModelLayout, name: str,
-                 workload_digest: str | None = None) -> Inputs:
-    """Given: (the workload's TIR bytes, its active record). ``workload_digest``: the
-    workload TIR's digest when known without the file (a prediction; nothing is given)."""
-    workload = None if workload_digest else layout.workload(name).read_bytes()
-    record = active(layout, name)
+                 recorded: dict | None = None) -> Inputs:
+    """Given: (the TIR bytes of the compute the record names, the active record).
+    ``recorded``: the digests of partition's outputs by path, when known without the files
+    (a prediction; nothing is given). A record naming a compute the workload does not have
+    is taken as an invalid record (its bytes keyed; lower fails with which computes it has)."""
+    record = with_computes(active(layout, name), computes(layout, name, recorded))
+    path = layout.workload(name, tir_compute(record))
+    workload = None if recorded is not None else path.read_bytes()
     return Inputs({"step": "lower", "config": config,
-                   "workload": workload_digest or bytes_digest(workload),
+                   "workload": recorded.get(path) if recorded is not None
+                   else bytes_digest(workload),
                    "record": record.identity()},
                   () if workload is None else (workload, record))
 

@@ -99,12 +99,21 @@ class PartitionOutput:
             atomic.write_bytes(path, data)
             written.add(path)
         # files of an earlier partition that this one does not have
-        for folder in (self.layout.workloads_dir, self.layout.graph_dir):
+        for folder in (self.layout.workloads_dir, self.layout.computes_dir, self.layout.graph_dir):
             if folder.is_dir():
                 for old in folder.iterdir():
                     if old.is_file() and old not in written:
                         old.unlink()
         atomic.write_bytes(self.layout.manifest, files[MANIFEST])  # last: it vouches for the rest
+
+
+def _compute_file(rel: str, workloads: set[str]) -> bool:
+    """Whether ``rel`` names another compute's TIR of one of ``workloads``:
+    computes/<workload>@<compute>.json (steps/compute_variants.py)."""
+    folder, _, name = rel.partition("/")
+    workload, at, compute = name.removesuffix(".json").partition("@")
+    return (folder == "computes" and name.endswith(".json") and at == "@"
+            and workload in workloads and compute.isidentifier())
 
 
 def entry_problem(payload: bytes) -> str | None:
@@ -125,8 +134,10 @@ def entry_problem(payload: bytes) -> str | None:
     except (ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException) as err:
         return f"unreadable manifest: {err}"
     listed = {rel: (size, digest) for rel, size, digest in man.outputs}
-    expected = ({f"workloads/{w.name}.json" for w in man.workloads}
-                | {f"graph/{o}" for o in man.graph_objects})
+    names = {w.name for w in man.workloads}
+    expected = ({f"workloads/{n}.json" for n in names}
+                | {f"graph/{o}" for o in man.graph_objects}
+                | {rel for rel in listed if _compute_file(rel, names)})
     if set(listed) != expected:
         return "the manifest's outputs are not its workloads and graph objects"
     if set(files) != {MANIFEST, *listed}:

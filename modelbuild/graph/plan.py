@@ -90,10 +90,8 @@ def _partition(ctx: Context, model: str) -> _Partition:
 
 def _workload(ctx: Context, model: str, workload: str, part: _Partition) -> list[Verdict]:
     """The verdicts of one workload's lower and codegen (none when both are current)."""
-    layout = ctx.project.model(model)
     lower_task, codegen_task = f"lower:{model}/{workload}", f"codegen:{model}/{workload}"
-    lowered = lower_step(ctx, model, workload, part.recorded.get(layout.workload(workload))
-                         if part.repairs_only else None)
+    lowered = lower_step(ctx, model, workload, part.recorded if part.repairs_only else None)
     low = lowered.decide(explain=True)
     if low.inputs is None:
         return [Verdict.of(lower_task, low)]

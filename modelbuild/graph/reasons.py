@@ -83,7 +83,10 @@ def step_changes(stamp: dict | None, inputs: dict, output: Path, upstream: str) 
     out = config_changes(old.get("config"), inputs["config"], inputs["step"])
     if "record" in inputs:
         out += record_changes(old.get("record", {}), inputs["record"])
-        if old.get("workload") != inputs["workload"]:
+        was, now = (r.get("compute", "direct") for r in (old.get("record", {}), inputs["record"]))
+        if was != now:
+            out.append(f"its TIR is the {now} compute's now (was the {was} compute's)")
+        elif old.get("workload") != inputs["workload"]:
             out.append("workload changed (partition wrote a different TIR for it)")
     if "lowered" in inputs and old.get("lowered") != inputs["lowered"]:
         out.append(f"upstream output changed ({upstream})")

@@ -81,14 +81,14 @@ def partition_current(ctx: Context, spec: ModelSpec) -> bool:
     return inputs is not None and cached.is_current(inputs)
 
 
-def lower_step(ctx: Context, model: str, workload: str,
-               workload_digest: str | None = None) -> Step:
-    """``workload_digest``: the workload TIR's digest when known without the file (a prediction)."""
+def lower_step(ctx: Context, model: str, workload: str, recorded: dict | None = None) -> Step:
+    """``recorded``: partition's outputs' digests by path, when known without the files (a
+    prediction)."""
     layout = ctx.project.model(model)
     return Step(f"lower:{model}/{workload}", kinds.LOWER.cache, ctx.cache,
                 layout.lowered(workload),
                 functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
-                                  workload, workload_digest),
+                                  workload, recorded),
                 store=LoweredOutput(layout.lowered(workload)),
                 why=functools.partial(reasons.lower, layout, workload))
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..core.digest import bytes_digest
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
-from . import python_schedule, records
+from . import compute_record, python_schedule, records
 from .changes import record_changes
 
 
@@ -116,6 +116,52 @@ class Trace(_Kind):
 
 
 @dataclass(frozen=True)
+class Variant(_Kind):
+    """A record naming the workload's compute (compute_record.py): the default schedule on
+    that compute's TIR, or a trace made for it. Lower applies it to that TIR
+    (``tir_compute``), which the lower step keys (fingerprint.lower_inputs)."""
+
+    workload: str
+    path: Path
+    data: bytes
+    compute: str
+    record: records.Record | None  # a trace for the compute's TIR, or None: the default
+
+    @property
+    def tir_compute(self) -> str:
+        return self.compute
+
+    def identity(self) -> dict:
+        return {"kind": "compute", "file": str(self.path), "compute": self.compute,
+                "canonical": self.record.canonical() if self.record else None}
+
+    def files(self) -> dict[Path, bytes]:
+        return {self.path: self.data}
+
+    def _trace(self) -> Trace | None:
+        return None if self.record is None else Trace(self.workload, self.path, self.data,
+                                                      self.record)
+
+    def apply(self, func, target_spec):
+        trace = self._trace()
+        return (trace or Default(self.workload)).apply(func, target_spec)
+
+    def check(self, func, target_spec) -> None:
+        trace = self._trace()
+        (trace or Default(self.workload)).check(func, target_spec)
+
+    def for_computes(self, computes: list[str]) -> "Variant | Invalid":
+        """This record, or Invalid when the workload has no such compute (refused like any
+        bad record: which workload, which computes it has)."""
+        if self.compute in computes:
+            return self
+        return Invalid(self.workload, self.path, self.data,
+                       f"the record names compute '{self.compute}', which workload "
+                       f"{self.workload} does not have; its computes: {', '.join(computes)}",
+                       "name one of its computes, or delete the \"compute\" field")
+
+
+@dataclass(frozen=True)
 class Invalid(_Kind):
     """A .json record that does not parse. The one rule for it: it is identified by its
     bytes (the build fails on it, and must not find it in the cache), and building with it
@@ -188,7 +234,18 @@ class Conflict(_Kind):
                          hint="delete the one not meant")
 
 
-Active = Default | Trace | Invalid | Python | Conflict  # what active() returns
+Active = Default | Trace | Variant | Invalid | Python | Conflict  # what active() returns
+
+
+def tir_compute(record: Active) -> str:
+    """Which of the workload's computes the record builds: its TIR file
+    (layout.workload(name, compute))."""
+    return getattr(record, "tir_compute", compute_record.DIRECT)
+
+
+def with_computes(record: Active, computes: list[str]) -> Active:
+    """``record`` as the build takes it, given the computes its workload has."""
+    return record.for_computes(computes) if isinstance(record, Variant) else record
 
 
 def candidates(layout: ModelLayout, workload: str) -> tuple[Path, Path]:
@@ -224,9 +281,12 @@ def of_files(workload: str, paths: tuple[Path, ...]) -> Active:
     return of_json(workload, path, data)
 
 
-def of_json(workload: str, path: Path, data: bytes) -> Trace | Invalid:
-    """A JSON record from its bytes: a Trace, or Invalid with the reason."""
+def of_json(workload: str, path: Path, data: bytes) -> Trace | Variant | Invalid:
+    """A JSON record from its bytes: a Trace, a Variant (it names a compute), or Invalid
+    with the reason."""
     try:
+        if compute_record.named_compute(data):
+            return Variant(workload, path, data, *compute_record.parse(data, path, workload))
         return Trace(workload, path, data, records.parse_bytes(data, path, workload))
     except BuildError as err:
         return Invalid(workload, path, data, err.message, err.hint)

@@ -14,16 +14,43 @@ def _decisions(canonical: str) -> tuple[list, dict]:
     return trace[0], {int(i): v for i, v in trace[1]}
 
 
+def _compute(identity: dict) -> str:
+    return identity.get("compute", "direct")
+
+
+def _schedule(identity: dict) -> str:
+    kind = identity.get("kind")
+    if kind == "compute":
+        return "a trace" if identity.get("canonical") else "the default schedule"
+    return {"json": "a trace", "default": "the default schedule"}.get(kind, kind)
+
+
+def _compute_changes(old: dict, new: dict, where: str) -> list[str]:
+    """Words for a change to or from a record naming a compute."""
+    was, now = _compute(old), _compute(new)
+    if was != now:
+        return [f"record {where} changed the compute: {was} -> {now} (with {_schedule(new)}; "
+                f"was {_schedule(old)})"]
+    if old.get("kind") == new.get("kind") == "compute":
+        if old.get("canonical") and new.get("canonical"):
+            return [line.replace("changed (", f"changed ({now} compute, ")
+                    for line in record_changes({**old, "kind": "json"}, {**new, "kind": "json"})]
+        return [f"record {where} changed ({now} compute: {_schedule(old)} -> {_schedule(new)})"]
+    return [f"record {where} changed ({_schedule(old)} -> {_schedule(new)}, {now} compute)"]
+
+
 def record_changes(old: dict, new: dict) -> list[str]:
     """How the record a lower step uses changed, down to the trace decision."""
     ok, nk = old.get("kind"), new.get("kind")
     if old == new:
         return []
     if nk == "default":
-        return [f"record {old.get('file', '')} removed: back to TVM's default schedule"]
+        back = " (and the direct compute)" if _compute(old) != "direct" else ""
+        return [f"record {old.get('file', '')} removed: back to TVM's default schedule{back}"]
     where = new.get("file", "")
     if ok == "default":
-        return [f"record {where} added (was TVM's default schedule)"]
+        how = f": compute {_compute(new)}" if nk == "compute" else ""
+        return [f"record {where} added{how} (was TVM's default schedule)"]
     if nk == "conflict":
         return [f"two records for one workload: {', '.join(new['files'])} (the build will fail)"]
     if nk == "invalid":
@@ -36,6 +63,8 @@ def record_changes(old: dict, new: dict) -> list[str]:
                     + ("changed" if n in was and n in now else "added" if n in now else "removed")
                     for n in names] or [f"Python schedule {where} changed"]
         return [f"Python schedule {where} changed"]
+    if "compute" in (ok, nk):
+        return _compute_changes(old, new, where)
     if ok != "json" or nk != "json":
         return [f"record {where} changed ({ok} -> {nk})"]
     old_insts, old_dec = _decisions(old["canonical"])

@@ -13,7 +13,8 @@ from pathlib import Path
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
-from .active import of_files, record_files
+from .active import of_files, record_files, tir_compute, with_computes
+from .compute_record import DIRECT
 
 
 @dataclass
@@ -23,25 +24,35 @@ class Problem:
     message: str
 
 
-def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None) -> Problem | None:
-    """None if the record at ``path`` builds; else what is wrong with it."""
+def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None,
+               variant_funcs: dict | None = None) -> Problem | None:
+    """None if the record at ``path`` builds; else what is wrong with it. ``variant_funcs``:
+    (workload, compute) -> the TIR of each other compute of a workload."""
     name = workload or path.stem
     if name not in funcs:
         return Problem(path, name, f"the model has no workload '{name}' "
                                    "(renamed by a model change? delete or rename the file)")
+    variant_funcs = variant_funcs or {}
+    have = [DIRECT, *sorted(c for w, c in variant_funcs if w == name)]
+    record = with_computes(of_files(name, (path,)), have)
+    compute = tir_compute(record)
     try:
-        of_files(name, (path,)).check(funcs[name], target_spec)
+        record.check(funcs[name] if compute == DIRECT else variant_funcs[name, compute],
+                     target_spec)
     except BuildError as err:
         text = err.message + (f"\n  hint: {err.hint}" if err.hint else "")
         return Problem(path, name, text)
     return None
 
 
-def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec) -> tuple[int, list[Problem]]:
-    """(number of files checked, problems) for the active records and all variants."""
+def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec,
+                variant_funcs: dict | None = None) -> tuple[int, list[Problem]]:
+    """(number of files checked, problems) for the active records and all variants;
+    ``variant_funcs`` as check_file takes it."""
     files = [(p, None) for p in record_files(layout)]
     variants = layout.records_dir / "variants"
     if variants.is_dir():
         files += [(p, p.parent.name) for p in sorted(variants.glob("*/*.json"))]
-    problems = [pr for p, w in files if (pr := check_file(p, funcs, target_spec, w))]
+    problems = [pr for p, w in files
+                if (pr := check_file(p, funcs, target_spec, w, variant_funcs))]
     return len(files), problems

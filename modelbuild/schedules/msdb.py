@@ -9,13 +9,14 @@ that ``tvm.compile`` with ``MetaScheduleApplyDatabase`` accepts.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
-from . import records
+from ..core import atomic
+from . import compute_record, records
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -70,35 +71,62 @@ def _open(work_dir: Path):
                                     allow_missing=False)
 
 
+def _pick(db, candidates: list, matched: set):
+    """(compute, func, tuning record) of the fastest record the database has for one of a
+    workload's computes (``candidates``: (compute, func), direct first: it wins ties);
+    (None, None, None) when it has none; None when it knows none of them."""
+    import tvm_ffi
+
+    from ..core.workloads import normalize
+
+    found, known = [], False
+    for compute, func in candidates:
+        mod = normalize(func)
+        if not db.has_workload(mod):
+            continue
+        known = True
+        workload = db.commit_workload(mod)
+        matched.add(tvm_ffi.structural_hash(workload.mod))
+        best = db.get_top_k(workload, 1)
+        if best:
+            secs = [float(x) for x in best[0].run_secs] if best[0].run_secs else [1e30]
+            found.append((sum(secs) / len(secs), len(found), compute, func, best[0]))
+    if not known:
+        return None
+    return min(found)[2:] if found else (None, None, None)
+
+
 def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout,
                     source: str = "tuned", only: set[str] | None = None,
-                    keep_if_faster: TargetSpec | None = None) -> ImportReport:
+                    keep_if_faster: TargetSpec | None = None,
+                    variant_funcs: dict | None = None) -> ImportReport:
     """Write one record file per model workload the database has a valid record for.
 
     With ``keep_if_faster`` (a target), each record is first timed against the
-    default schedule on this machine and left out unless it is faster.
+    default schedule on this machine and left out unless it is faster. ``variant_funcs``:
+    (workload, compute) -> the TIR of another compute; a database record of that TIR is
+    imported as a record naming the compute when it is the workload's fastest.
     """
     import tvm_ffi
 
-    from ..core.workloads import normalize, structural_hash
+    from ..core.workloads import structural_hash
     from .records import plain
 
     db = _open(work_dir)
     report = ImportReport()
     matched = set()  # structural hashes of the database workloads the model has
-    for name, func in funcs.items():
+    for name, direct in funcs.items():
         if only is not None and name not in only:
             continue
-        mod = normalize(func)
-        if not db.has_workload(mod):
+        picked = _pick(db, [(None, direct), *((c, f) for (w, c), f in
+                                              (variant_funcs or {}).items() if w == name)],
+                       matched)
+        if picked is None:
             continue
-        workload = db.commit_workload(mod)
-        matched.add(tvm_ffi.structural_hash(workload.mod))
-        best = db.get_top_k(workload, 1)
-        if not best:
+        compute, func, rec = picked
+        if rec is None:
             report.skipped.append(name)
             continue
-        rec = best[0]
         record = records.Record(
             None, name, structural_hash(func), target_dict(rec.target),
             plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
@@ -113,11 +141,12 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
                 report.not_faster.append(name)
                 continue
         path = layout.record(name)
-        text = records.format_record(record)
+        text = (records.format_record(record) if compute is None
+                else compute_record.to_json(name, compute, record))
         if path.is_file() and path.read_text() == text:
             report.unchanged.append(name)
         else:
-            records.save(path, replace(record, path=path))
+            atomic.write_text(path, text)
             report.written.append(name)
     seen = []  # the database's workload objects, each hashed once
     for tuning_record in db.get_all_tuning_records():

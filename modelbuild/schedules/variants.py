@@ -13,7 +13,7 @@ from ..core import atomic
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
-from . import records
+from . import compute_record, records
 
 
 def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
@@ -27,8 +27,9 @@ def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
 
 
 def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, count: int,
-           seed: int = 1) -> list[Path]:
-    """Write ``count`` new sampled variants, numbered after the existing ones."""
+           seed: int = 1, compute: str | None = None) -> list[Path]:
+    """Write ``count`` new sampled variants, numbered after the existing ones. ``compute``:
+    ``func`` is that compute's TIR, and each variant names it (compute_record.py)."""
     from .sample import sample_records
 
     start = max(existing(layout, workload), default=0) + 1
@@ -36,7 +37,10 @@ def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, co
     for k, rec in enumerate(sample_records(func, workload, target_spec, count,
                                            seed=seed + 1000 * start, model=layout.name), start):
         path = layout.variants_dir(workload) / f"{k}.json"
-        records.save(path, replace(rec, path=path))
+        if compute is None:
+            records.save(path, replace(rec, path=path))
+        else:
+            atomic.write_text(path, compute_record.to_json(workload, compute, rec))
         written.append(path)
     return written
 
@@ -55,6 +59,40 @@ def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
                          hint=f"python -m modelbuild sample {layout.name} {workload} -n N")
     atomic.write_bytes(active, found[k].read_bytes())
     return active
+
+
+def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
+    """Make the active record the default schedule on ``compute`` of the workload (``direct``:
+    no record)."""
+    active = layout.record(workload)
+    check_computes(layout, workload, [compute])
+    if compute == compute_record.DIRECT:
+        active.unlink(missing_ok=True)
+    else:
+        atomic.write_text(active, compute_record.to_json(workload, compute, model=layout.name))
+    return active
+
+
+def check_computes(layout: ModelLayout, workload: str, wanted: list[str]) -> None:
+    """BuildError (one line) for a compute in ``wanted`` that the workload does not have."""
+    have = compute_record.computes(layout, workload)
+    missing = [c for c in wanted if c not in have]
+    if missing:
+        raise BuildError(f"no compute {', '.join(map(repr, missing))}; its computes: "
+                         f"{', '.join(have)}", workload=workload)
+
+
+def choose(layout: ModelLayout, workload: str, choice: int | str | None) -> Path:
+    """Make a sweep's choice active: variant ``choice`` (a number), no record (None), or the
+    default schedule on a compute (its name)."""
+    if isinstance(choice, str):
+        return select_compute(layout, workload, choice)
+    return select(layout, workload, choice)
+
+
+def chosen_file(layout: ModelLayout, workload: str, choice: int | str) -> Path:
+    """The record file a sweep's choice makes active."""
+    return layout.record(workload) if isinstance(choice, str) else existing(layout, workload)[choice]
 
 
 def active_variant(layout: ModelLayout, workload: str) -> int | None:

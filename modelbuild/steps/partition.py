@@ -21,6 +21,7 @@ from ..core.models import ModelSpec, check_exists
 from ..core.passes import PASSES, default_layout
 from ..targets import toolchain
 from ..targets.registry import TargetSpec
+from . import compute_variants
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -319,11 +320,13 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     for old in layout.workloads_dir.glob("*.json"):
         if old.stem not in funcs:
             old.unlink()
+    variant_files = compute_variants.write(layout, stages, PASSES, target, funcs)
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
     traced, error = _provenance(operators, stages, funcs)
     calls = calls_of(fused)
-    written = [layout.workload(n) for n in funcs] + [layout.graph_dir / o for o in objects]
+    written = ([layout.workload(n) for n in funcs] + variant_files
+               + [layout.graph_dir / o for o in objects])
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
         workloads=tuple(manifest.Workload(n, structural_hash(f), calls.get(n, 0))

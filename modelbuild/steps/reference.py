@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..core.models import ModelSpec
 from ..schedules import records as records_mod
-from ..schedules.active import Active, Invalid, Python, Trace, records_in
+from ..schedules.active import Active, Invalid, Python, Trace, Variant, records_in
 from ..targets.registry import TargetSpec
 
 
@@ -22,7 +22,7 @@ def traces(recs: list[Active]) -> list[records_mod.Record]:
     for rec in recs:
         if isinstance(rec, Invalid):
             raise rec.error
-        if isinstance(rec, Trace):
+        if isinstance(rec, Trace) or (isinstance(rec, Variant) and rec.record is not None):
             out.append(rec.record)
     return out
 
@@ -34,14 +34,19 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.workloads import normalize
-    from .partition import channel_block, fuse, import_model, workloads_of
+    from ..core.passes import PASSES
+    from .compute_variants import variant_workloads
+    from .partition import channel_block, fuse_stages, import_model, workloads_of
 
     target = tvm.target.Target(target_spec.tvm_target)
     # relax.get_pipeline("zero") under a database is these fusion passes followed by
     # MetaScheduleApplyDatabase; fusing once lets the database hold the fused workloads.
-    fused = fuse(import_model(spec), target, channel_block(spec, target_spec))
+    stages = fuse_stages(import_model(spec), target, channel_block(spec, target_spec))
+    fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
     recs = records_in(schedules_dir)  # each file read once
+    _use_computes(fused, funcs, [r for r in recs if isinstance(r, Variant)],
+                  lambda: variant_workloads(stages, PASSES, target, funcs))
     for rec in recs:
         if isinstance(rec, Python):
             scheduled = rec.apply(funcs[rec.workload], target_spec)
@@ -59,3 +64,15 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
                                                             func.attrs.get("tirx.is_scheduled")):
                 mod.update_func(gv, target_spec.default_schedule(func, gv.name_hint, target))
     return tvm.compile(mod, target)
+
+
+def _use_computes(fused, funcs: dict, chosen: list, made) -> None:
+    """The workloads whose record names another compute get that compute's TIR, in
+    ``fused`` and ``funcs`` (``made()``: every variant's TIR, by variant and workload)."""
+    if not chosen:
+        return
+    variants = made()
+    for rec in chosen:
+        if rec.workload in variants.get(rec.compute, {}):
+            funcs[rec.workload] = variants[rec.compute][rec.workload]
+            fused.update_func(fused.get_global_var(rec.workload), funcs[rec.workload])

@@ -1,0 +1,188 @@
+"""Compute variants: other computes of a workload's operator, beside the one partition fuses.
+
+A variant is a rule keyed by an operator pattern: which calls it applies to (``eligible``)
+and how to legalize such a call with another compute (``legalize``). Winograd (F(4x4, 3x3),
+``topi.nn.conv2d_winograd_nchw``) applies to a float32 NCHW/OIHW conv2d with a 3x3 kernel,
+stride 1, dilation 1, one group. Another layout (NCHWc) adds its own rule to ``VARIANTS``.
+
+How a variant's TIR is made, for every workload at once (``variant_workloads``): the fused
+graph is kept as it is (the grouping FuseOps chose, the graph's calls, the constants); in the
+module after FuseOps, the PrimFunc an eligible call legalized to is replaced by the variant's
+PrimFunc (same parameters, same output), and the passes after FuseOps (FuseTIR) run again.
+So a variant workload takes the same arguments as the direct one: the graph does not depend
+on which compute a workload uses, and switching compute reruns no graph step. The weight
+transform of Winograd is inside the kernel: it runs on every call (about 160 FLOPs per
+kernel element: small next to the batched GEMM on a 56x56 map, about as much as it on a 7x7
+one); pre-transforming the constant weights at build time would make the graph depend on the
+choice, and a switch would rerun partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+DIRECT = "direct"  # the compute partition fuses: every workload has it
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    op: str                          # the Relax operator it replaces
+    eligible: Callable               # (call) -> bool
+    legalize: Callable               # (bb, call) -> the call legalized with this compute
+
+
+def _static(shape) -> list[int] | None:
+    try:
+        return [int(d) for d in shape]
+    except (TypeError, ValueError):
+        return None
+
+
+def _winograd_eligible(call) -> bool:
+    a = call.attrs
+    data, weight = (getattr(x, "ty", None) for x in call.args[:2])
+    if data is None or weight is None or getattr(weight, "shape", None) is None:
+        return False
+    kshape = _static(weight.shape)
+    return (str(a.data_layout) == "NCHW" and str(a.kernel_layout) == "OIHW"
+            and str(a.out_layout) == "NCHW" and int(a.groups) == 1
+            and [int(s) for s in a.strides] == [1, 1] and [int(d) for d in a.dilation] == [1, 1]
+            and kshape is not None and kshape[2:] == [3, 3]
+            and _static(data.shape) is not None
+            and str(data.dtype) == "float32" and str(weight.dtype) == "float32"
+            and str(a.out_dtype or "") in ("", "float32"))
+
+
+def _winograd_legalize(bb, call):
+    from tvm import topi
+
+    return bb.call_te(topi.nn.conv2d_winograd_nchw, call.args[0], call.args[1],
+                      strides=call.attrs.strides, padding=call.attrs.padding,
+                      dilation=call.attrs.dilation, out_dtype="float32",
+                      primfunc_name_hint="conv2d_winograd")
+
+
+VARIANTS = (
+    Variant("winograd", "relax.nn.conv2d", _winograd_eligible, _winograd_legalize),
+)
+
+
+def names() -> list[str]:
+    """Every compute a workload can name (``direct`` first)."""
+    return [DIRECT, *(v.name for v in VARIANTS)]
+
+
+def _calls(mod, op_name: str):
+    """The calls of ``op_name`` in every Relax function of ``mod``."""
+    import tvm
+    from tvm import relax
+
+    op = tvm.ir.Op.get(op_name)
+    for func in mod.functions.values():
+        if not isinstance(func, relax.Function):
+            continue
+        for block in getattr(func.body, "blocks", ()):
+            for binding in block.bindings:
+                value = binding.value
+                if isinstance(value, relax.Call) and value.op.same_as(op):
+                    yield value
+
+
+def _legalized(call, legalize=None):
+    """The PrimFunc one call legalizes to (with ``legalize``: that compute; else TVM's)."""
+    import tvm
+    from tvm import relax
+
+    params = [relax.Var(f"p{i}", arg.ty) for i, arg in enumerate(call.args)]
+    body = relax.Call(call.op, params, call.attrs)
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        out = bb.emit(body)
+        bb.emit_func_output(out)
+    custom = {call.op.name: legalize} if legalize else None
+    mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(bb.get())
+    return next(f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+
+
+def _replacements(imported, legalized_mod, variant: Variant) -> dict:
+    """Name of a PrimFunc of the legalized module -> the variant's PrimFunc for it."""
+    import tvm
+    import tvm_ffi
+
+    prims = {gv.name_hint: f for gv, f in legalized_mod.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc)}
+    out: dict = {}
+    for call in _calls(imported, variant.op):
+        if not variant.eligible(call):
+            continue
+        direct = _legalized(call)
+        for name, func in prims.items():
+            if name not in out and tvm_ffi.structural_equal(func, direct):
+                out[name] = _legalized(call, variant.legalize)
+    return out
+
+
+def variant_workloads(stages: dict, passes: tuple, target, workloads: dict) -> dict:
+    """{variant name: {workload name: PrimFunc}}: the workloads of the fused module that have
+    the variant's compute, each with its TIR. ``stages``: the module after each pass of
+    ``passes`` (and "import"), as partition made them (passes before LegalizeOps, a layout
+    conversion say, are taken into account: the calls looked at are those LegalizeOps
+    legalized); ``workloads``: the direct workloads by name."""
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+
+    if "FuseOps" not in stages or "LegalizeOps" not in stages:
+        return {}
+    after = passes[passes.index("FuseOps") + 1:]
+    legalize = passes.index("LegalizeOps")
+    before = stages[passes[legalize - 1]] if legalize else stages["import"]  # what it legalized
+    out: dict = {}
+    for variant in VARIANTS:
+        swap = _replacements(before, stages["LegalizeOps"], variant)
+        if not swap:
+            continue
+        mod = stages["FuseOps"]
+        for gv, func in list(mod.functions.items()):
+            if gv.name_hint in swap:
+                mod = _with(mod, gv, swap[gv.name_hint].with_attrs(func.attrs))
+        with target:
+            for name in after:
+                mod = getattr(relax.transform, name)()(mod)
+        found = {gv.name_hint: f for gv, f in mod.functions.items()
+                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint in workloads
+                 and not tvm_ffi.structural_equal(f, workloads[gv.name_hint])}
+        if found:
+            out[variant.name] = dict(sorted(found.items()))
+    return out
+
+
+def _with(mod, gv, func):
+    import tvm
+
+    funcs = dict(mod.functions.items())
+    funcs[gv] = func
+    return tvm.IRModule(funcs, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
+def write(layout, stages: dict, passes: tuple, target, workloads: dict) -> list:
+    """Write every variant workload's TIR beside the direct one
+    (``layout.workload(name, variant)``); returns the paths written (partition records them
+    among its outputs, so a cached partition restores them)."""
+    import tvm
+
+    from ..core import atomic
+
+    written = []
+    for variant, funcs in variant_workloads(stages, passes, target, workloads).items():
+        for name, func in funcs.items():
+            path = layout.workload(name, variant)
+            atomic.write_text(path, tvm.ir.save_json(func))
+            written.append(path)
+    if layout.computes_dir.is_dir():  # those of an earlier partition that this one lacks
+        for old in layout.computes_dir.glob("*.json"):
+            if old not in written:
+                old.unlink(missing_ok=True)
+    return written
