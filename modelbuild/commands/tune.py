@@ -115,7 +115,6 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
     """Run the search with one progress line; trials measured per workload."""
     from rich.progress import Progress
 
-    from ..graph.cluster_tune import ExecutorLost
     from ..schedules import tune as tuning
 
     total, per, already = budget
@@ -141,8 +140,15 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
                 chosen, spec, work_dir, total - already, weights=calls, max_per_workload=per,
                 seed=args.seed, on_measured=on_measured, runner=place["runner"],
                 builder=place["builder"])
-        except ExecutorLost as err:
-            raise BuildError(f"the executor went away mid-tune ({err}); the "
+        except KeyboardInterrupt:
+            out.print(f"stopped: the {tuning.measured_so_far(work_dir)} trials measured so far "
+                      f"are in {work_dir}; the same tune with --resume goes on from there")
+            raise
+        except Exception as err:  # ExecutorLost, as MetaSchedule's C++ hands it back
+            cluster = place["cluster"]
+            if cluster is None or cluster.stats.lost is None:
+                raise
+            raise BuildError(f"the executor went away mid-tune ({cluster.stats.lost}); the "
                              f"{tuning.measured_so_far(work_dir)} trials measured so far are "
                              f"in {work_dir}", hint="restart it and rerun with --resume") from None
         progress.update(bar, description="tuned")

@@ -31,7 +31,8 @@ PROBE_TIMEOUT = 120  # seconds for every worker to report its CPU (the first imp
 
 
 class ExecutorLost(Exception):
-    """The scheduler went away mid-tune: the tune stops; the database keeps what was measured."""
+    """The scheduler went away mid-tune: the tune stops; the database keeps what was measured.
+    (MetaSchedule's C++ hands it back as another exception: ``Stats.lost`` says it was this.)"""
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Stats:
     build_s: list = field(default_factory=list)
     measure_s: list = field(default_factory=list)
     workers_used: set = field(default_factory=set)
+    waited_s: float = 0.0  # the tune process waiting for results (the rest: its search)
+    lost: str | None = None  # why the executor went away, once it has
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, result: dict) -> None:
@@ -133,7 +136,8 @@ def builder_and_runner(client, expected: dict, stats: Stats):
             return client.submit(func, expected, *args, pure=False,
                                  key=f"tune-{func.__name__}-{os.urandom(6).hex()}")
         except Exception as err:  # noqa: BLE001 - a closed client: the scheduler is gone
-            raise ExecutorLost(f"{type(err).__name__}: {err}") from None
+            stats.lost = f"{type(err).__name__}: {err}"
+            raise ExecutorLost(stats.lost) from None
 
     @derived_object
     class DaskBuilder(PyBuilder):
@@ -174,15 +178,18 @@ def builder_and_runner(client, expected: dict, stats: Stats):
 
 def _result(client, future, stats: Stats) -> tuple:
     """(run_secs, error) of one measurement; ExecutorLost when the scheduler is gone."""
+    start = time.perf_counter()
     try:
         result = future.result()
     except Exception as err:  # noqa: BLE001 - a lost worker (twice) or scheduler, in words
         if client.status not in ("running", "connecting"):
-            raise ExecutorLost(f"the executor went away ({type(err).__name__})") from None
+            stats.lost = f"{type(err).__name__}"
+            raise ExecutorLost(stats.lost) from None
         name = type(err).__name__
         result = {"secs": None, "worker": None,
                   "error": ("its worker died running it twice (KilledWorker)"
                             if name == "KilledWorker" else f"{name}: {err}")}
+    stats.waited_s += time.perf_counter() - start
     stats.add(result)
     if result["secs"] is None:
         return None, f"modelbuild cluster tune: {result['error']}"

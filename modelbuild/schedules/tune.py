@@ -55,6 +55,13 @@ def measured_so_far(work_dir: Path) -> int:
         return 0
 
 
+def callbacks(ms, remove_artifacts: bool = True) -> list:
+    """MetaSchedule's default measure callbacks (add to the database, update the cost
+    model); a builder of our own has no artifact folder to remove."""
+    return [cb for cb in ms.measure_callback.MeasureCallback.create("default")
+            if remove_artifacts or type(cb).__name__ != "RemoveBuildArtifact"]
+
+
 def cost_model(total_trials: int):
     """MetaSchedule's XGBoost model; it predicts at random until it has seen
     ``num_warmup_samples`` measurements, so a small budget lowers that (to a quarter of it)."""
@@ -113,5 +120,5 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
             f_build=build_candidate),
         runner=runner if runner is not None else "local",
         cost_model=model, task_scheduler=TASK_SCHEDULER,
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Progress()])
+        measure_callbacks=[*callbacks(ms, remove_artifacts=builder is None), Progress()])
     return model.data_size if model.booster is not None else 0
