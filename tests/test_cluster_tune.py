@@ -40,8 +40,13 @@ def _records(work_dir) -> list[str]:
 
 @pytest.fixture
 def cluster(monkeypatch):
-    """A LocalCluster of two single-thread worker processes; its address as the executor."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    """A LocalCluster of two single-thread worker processes; its address as the executor.
+    A killed worker's measuring lock is free again within seconds (Dask's default: 30)."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.locks.lease-timeout": "4s",
+                          "distributed.scheduler.locks.lease-validation-interval": "1s"}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as lc, \
             distributed.Client(lc, set_as_default=False) as client:
         monkeypatch.setenv("MODELBUILD_EXECUTOR", lc.scheduler_address)
@@ -80,7 +85,7 @@ def test_a_worker_killed_mid_tune_loses_no_trial_and_resume_goes_on(tiny_copy, c
     _, client = cluster
     work_dir = tiny_copy.root / "build" / "tiny" / "tuning"
     args = [sys.executable, "-m", "modelbuild", "tune", "tiny", "--no-keep-if-faster",
-            "--total-trials", "12", *[a for w in _workloads(tiny_copy) for a in ("--workload", w)]]
+            "--total-trials", str(TRIALS), *[a for w in _workloads(tiny_copy) for a in ("--workload", w)]]
     tune = subprocess.Popen(args, cwd=tiny_copy.root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     pids = client.run(os.getpid)

@@ -230,9 +230,7 @@ def _summary(measured, calls, chosen, seconds, place, spec, already) -> dict:
             "search": tuning.SEARCH,
             "task_scheduler": tuning.TASK_SCHEDULER, "target": spec.tvm_target,
             "measured_on": place["where"],
-            **({"workers": cluster.workers, "workers_used": sorted(
-                w for w in cluster.stats.workers_used if w),
-                "failed": cluster.stats.errors} if cluster else {})}
+            **(tune_cluster.summary(cluster, seconds) if cluster else {})}
 
 
 def _say(out, summary: dict, measured: dict, calls: dict) -> None:

@@ -61,6 +61,20 @@ def connect(project, spec, per_cpu: bool = False) -> Cluster | None:
                    stats=stats)
 
 
+def summary(cluster: Cluster, seconds: float) -> dict:
+    """What the workers did (for --json and bench/tune_speed.py): which ran candidates, the
+    failed ones, median build and measure (lock held) seconds per candidate, and the
+    tune process's own time (search, cost model, database) besides waiting for them."""
+    import statistics
+
+    st = cluster.stats
+    return {"workers": cluster.workers, "workers_used": sorted(w for w in st.workers_used if w),
+            "failed": st.errors,
+            "build_s": round(statistics.median(st.build_s), 4) if st.build_s else None,
+            "measure_s": round(statistics.median(st.measure_s), 4) if st.measure_s else None,
+            "search_s": round(max(0.0, seconds - st.waited_s), 2)}
+
+
 def estimate(best: dict[str, float], calls: dict[str, int], workloads: int) -> str:
     """The model's latency so far, from each tuned workload's best candidate times its calls."""
     if not best:
