@@ -182,7 +182,7 @@ def _result(client, future, stats: Stats) -> tuple:
     try:
         result = future.result()
     except Exception as err:  # noqa: BLE001 - a lost worker (twice) or scheduler, in words
-        if client.status not in ("running", "connecting"):
+        if client.status != "running":  # reconnecting, or given up: the scheduler is gone
             stats.lost = f"{type(err).__name__}"
             raise ExecutorLost(stats.lost) from None
         name = type(err).__name__
