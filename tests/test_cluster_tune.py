@@ -149,3 +149,22 @@ def test_bad_cluster_tune_requests_are_one_clear_line(tiny_built, monkeypatch, e
                str(tiny_built.root / "no-such-db"), *args, check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert needle in proc.stderr.replace("\n", " ")
+
+
+def test_ctrl_c_keeps_the_trials_measured_and_says_how_to_go_on(tiny_copy, cluster):
+    work_dir = tiny_copy.root / "build" / "tiny" / "tuning"
+    args = [sys.executable, "-m", "modelbuild", "tune", "tiny", "--no-keep-if-faster",
+            "--total-trials", str(TRIALS), *[a for w in _workloads(tiny_copy)
+                                             for a in ("--workload", w)]]
+    tune = subprocess.Popen(args, cwd=tiny_copy.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not _records(work_dir):
+        assert tune.poll() is None and time.monotonic() < deadline, tune.communicate()
+        time.sleep(0.05)
+    tune.send_signal(signal.SIGINT)
+    out, err = tune.communicate(timeout=120)
+    kept = len(_records(work_dir))
+    assert tune.returncode == 130 and "Traceback" not in out + err, err
+    assert f"stopped: the {kept} trials measured so far are in {work_dir}" in \
+        " ".join((out + err).split())

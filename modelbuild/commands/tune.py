@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -135,24 +137,47 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
                 place["cluster"].live_workers() if place["cluster"] else None))
 
         started = time.perf_counter()
-        try:
-            place["trained"] = tuning.tune(
-                chosen, spec, work_dir, total - already, weights=calls, max_per_workload=per,
-                seed=args.seed, on_measured=on_measured, runner=place["runner"],
-                builder=place["builder"])
-        except KeyboardInterrupt:
-            out.print(f"stopped: the {tuning.measured_so_far(work_dir)} trials measured so far "
-                      f"are in {work_dir}; the same tune with --resume goes on from there")
-            raise
-        except Exception as err:  # ExecutorLost, as MetaSchedule's C++ hands it back
-            cluster = place["cluster"]
-            if cluster is None or cluster.stats.lost is None:
+        with _interrupt_noted() as interrupted:
+            try:
+                place["trained"] = tuning.tune(
+                    chosen, spec, work_dir, total - already, weights=calls,
+                    max_per_workload=per, seed=args.seed, on_measured=on_measured,
+                    runner=place["runner"], builder=place["builder"])
+            except BaseException as err:
+                _stopped(err, interrupted, place["cluster"], work_dir, out)
                 raise
-            raise BuildError(f"the executor went away mid-tune ({cluster.stats.lost}); the "
-                             f"{tuning.measured_so_far(work_dir)} trials measured so far are "
-                             f"in {work_dir}", hint="restart it and rerun with --resume") from None
         progress.update(bar, description="tuned")
     return measured
+
+
+@contextlib.contextmanager
+def _interrupt_noted():
+    """Ctrl-C noted as such: raised inside one of MetaSchedule's Python callbacks, it comes
+    back out of TVM's C++ as a RuntimeError."""
+    interrupted: list[bool] = []
+
+    def handler(signum, frame):
+        interrupted.append(True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stopped(err: BaseException, interrupted: list, cluster, work_dir: Path, out) -> None:
+    """A tune stopped by Ctrl-C or a lost executor: say where its trials are, one line."""
+    from ..schedules import tune as tuning
+
+    kept = f"the {tuning.measured_so_far(work_dir)} trials measured so far are in {work_dir}"
+    if interrupted or isinstance(err, KeyboardInterrupt):
+        out.print(f"stopped: {kept}; the same tune with --resume goes on from there")
+        raise KeyboardInterrupt from None
+    if cluster is not None and cluster.stats.lost is not None:
+        raise BuildError(f"the executor went away mid-tune ({cluster.stats.lost}); {kept}",
+                         hint="restart it and rerun the same tune with --resume") from None
 
 
 def _rpc_place(args) -> dict | None:
