@@ -9,7 +9,9 @@ is tuned with the same budget and seed, each run in a fresh copy of a
 partitioned project with `python -m modelbuild serve --workers W` running
 (started untimed). The figures come from `tune --json`: trials per minute, the
 median build and measure (lock held) seconds per candidate on the workers, and
-the tune process's own time (search, cost model, database: ``search_s``).
+the time the rounds spent on the workers (``cluster_s``: first build submitted to
+last result back) and the rest, the tune process's own (search, cost model,
+database: ``search_s``).
 
 Projection to 8/32/128 workers, one per machine (each measures alone): a round
 of R candidates (MetaSchedule's 64 for large budgets) costs the search's share
@@ -113,12 +115,12 @@ def main() -> None:
         runs = {w: tune_with(base, model, w, args.trials) for w in (1, 2)}
     table = Table(title=f"{model}: tune --total-trials {args.trials} on `serve --workers W` "
                         f"(this machine: {os.cpu_count()} cores, shared)")
-    for col in ("workers", "trials/min", "build s/cand.", "measure s/cand.", "tune process s",
-                "seconds"):
+    for col in ("workers", "trials/min", "build s/cand.", "measure s/cand.", "rounds on workers s",
+                "search s (tune process)", "seconds"):
         table.add_column(col, justify="right")
     for w, t in runs.items():
         table.add_row(str(w), f"{t['trials_per_minute']}", f"{t['build_s']}", f"{t['measure_s']}",
-                      f"{t['search_s']}", f"{t['seconds']}")
+                      f"{t['cluster_s']}", f"{t['search_s']}", f"{t['seconds']}")
     console.print(table)
     ratio = runs[2]["trials_per_minute"] / runs[1]["trials_per_minute"]
     console.print(f"2 workers / 1 worker: {ratio:.2f}x trials per minute (target >= 1.7x)")

@@ -45,18 +45,38 @@ class Stats:
     build_s: list = field(default_factory=list)
     measure_s: list = field(default_factory=list)
     workers_used: set = field(default_factory=set)
-    waited_s: float = 0.0  # the tune process waiting for results (the rest: its search)
+    rounds_s: float = 0.0  # from each round's first build submitted to its last result back
+    round_start: float | None = None
+    round_end: float | None = None
     lost: str | None = None  # why the executor went away, once it has
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, result: dict) -> None:
         with self.lock:
             self.done += 1
+            self.round_end = time.perf_counter()
             self.errors += result.get("secs") is None
             self.workers_used.add(result.get("worker"))
             self.build_s.append(result.get("build_s", 0.0))
             if result.get("secs") is not None:
                 self.measure_s.append(result.get("measure_s", 0.0))
+
+    def new_round(self) -> None:
+        """A round's candidates go out: the previous round's span is counted."""
+        with self.lock:
+            self._close_round()
+            self.round_start = time.perf_counter()
+
+    def _close_round(self) -> None:
+        if self.round_start is not None and self.round_end is not None:
+            self.rounds_s += max(0.0, self.round_end - self.round_start)
+        self.round_start = self.round_end = None
+
+    def cluster_seconds(self) -> float:
+        """Seconds the rounds spent on the workers (the rest: the tune process's search)."""
+        with self.lock:
+            self._close_round()
+            return self.rounds_s
 
     def per_minute(self) -> float:
         elapsed = time.perf_counter() - self.started
@@ -145,6 +165,7 @@ def builder_and_runner(client, expected: dict, stats: Stats):
             import tvm
 
             out = []
+            stats.new_round()
             for one in build_inputs:
                 future = submit(tune_worker.build, tvm.ir.save_json(one.mod),
                                 one.target.export())
@@ -178,7 +199,6 @@ def builder_and_runner(client, expected: dict, stats: Stats):
 
 def _result(client, future, stats: Stats) -> tuple:
     """(run_secs, error) of one measurement; ExecutorLost when the scheduler is gone."""
-    start = time.perf_counter()
     try:
         result = future.result()
     except Exception as err:  # noqa: BLE001 - a lost worker (twice) or scheduler, in words
@@ -189,7 +209,6 @@ def _result(client, future, stats: Stats) -> tuple:
         result = {"secs": None, "worker": None,
                   "error": ("its worker died running it twice (KilledWorker)"
                             if name == "KilledWorker" else f"{name}: {err}")}
-    stats.waited_s += time.perf_counter() - start
     stats.add(result)
     if result["secs"] is None:
         return None, f"modelbuild cluster tune: {result['error']}"
