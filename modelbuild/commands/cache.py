@@ -1,10 +1,14 @@
-"""`python -m modelbuild cache stats|prune|clear`: the artifact cache."""
+"""`python -m modelbuild cache stats|prune|clear|keygen`: the artifact cache."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from rich.markup import escape
+
+from ..core import signing
 from ..core.errors import BuildError
 from ..core.units import format_size, parse_size
 from ..graph import cache
@@ -13,17 +17,32 @@ from . import options
 from .output import console
 from .workspace import project_of
 
-HELP = "the artifact cache: stats, prune --max-size SIZE, clear"
+HELP = "the artifact cache: stats, prune --max-size SIZE, clear, keygen DIR (a key pair signing the remote cache)"
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """This command's arguments (``python -m modelbuild cache --help``)."""
-    p.add_argument("action", choices=("stats", "prune", "clear"))
+    p.add_argument("action", choices=("stats", "prune", "clear", "keygen"))
+    p.add_argument("folder", nargs="?", help="keygen: where to write the key pair")
     p.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G)")
     options.json_output(p, "stats: machine-readable output")
 
 
+def keygen(folder: str | None) -> int:
+    """A key pair for signing the remote cache: the private key for CI, the public for the repo."""
+    if not folder:
+        raise BuildError("cache keygen needs a folder", hint="e.g. cache keygen keys/")
+    private, public = signing.keygen(Path(folder))
+    console.print(escape(f"wrote {private} (private, mode 0600: a secret file for CI only, "
+                         "named by MODELBUILD_REMOTE_CACHE_SIGNING_KEY; never commit it)"))
+    console.print(escape(f"wrote {public} (public: commit it and set remote-cache-public-key = "
+                         f"\"<its path from the project root>\" under [tool.modelbuild])"))
+    return 0
+
+
 def run(args) -> int:
+    if args.action == "keygen":
+        return keygen(args.folder)
     project = project_of(args)
     store = cache.Cache.of(project)
     if args.action == "clear":
@@ -47,7 +66,9 @@ def run(args) -> int:
         kinds.setdefault(path.parent.parent.name, []).append(size)
     last = cache.last_run(project)
     stats = {"location": str(store.root), "entries": len(entries),
-             "remote": ({"url": redact(store.remote.url), "mode": store.remote.mode}
+             "remote": ({"url": redact(store.remote.url), "mode": store.remote.mode,
+                         "verifies_signatures": store.remote.public_key is not None,
+                         "signs_uploads": store.remote.signing_key is not None}
                         if store.remote is not None else None),
              "bytes": sum(size for _, size, _ in entries),
              "kinds": {k: {"entries": len(v), "bytes": sum(v)} for k, v in sorted(kinds.items())},
@@ -66,5 +87,7 @@ def run(args) -> int:
                       f"{last['remote_corrupt']} corrupt remote entries not used, "
                       f"{last['upload']} uploaded")
     if store.remote is not None:
-        console.print(f"remote: {redact(store.remote.url)} ({store.remote.mode})")
+        trust = ("only entries signed by remote-cache-public-key's owner"
+                 if store.remote.public_key is not None else "trusts every writer")
+        console.print(f"remote: {redact(store.remote.url)} ({store.remote.mode}; {trust})")
     return 0

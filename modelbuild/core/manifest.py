@@ -14,6 +14,32 @@ import msgpack
 from . import atomic
 
 FORMAT = 3  # 2: operators (provenance); 3: external data files, outputs, calls per workload
+OUTPUT_DIRS = ("workloads", "graph")  # where partition's outputs are, in its folder
+
+
+def plain_name(name) -> bool:
+    """Whether ``name`` can name a file inside one folder and nothing else: a non-empty
+    string without a path separator, ``..``, a drive colon or a leading dot (workload and
+    graph object names; a manifest from a cache or a hand edit could hold anything)."""
+    return (isinstance(name, str) and 0 < len(name) <= 200 and name[0] not in ".-~"
+            and not any(c in name for c in "/\\:\0") and ".." not in name)
+
+
+def _plain(names, what: str) -> None:
+    bad = [n for n in names if not plain_name(n)]
+    if bad:
+        raise ValueError(f"manifest names a {what} that is not a plain name: {bad[0]!r}")
+
+
+def _check(man: "Manifest") -> "Manifest":
+    """``man`` when every name in it stays inside the model's build folder, else ValueError."""
+    _plain([w.name for w in man.workloads], "workload")
+    _plain(man.graph_objects, "graph object")
+    for path, _, _ in man.outputs:
+        folder, _, name = path.partition("/") if isinstance(path, str) else ("", "", "")
+        if folder not in OUTPUT_DIRS or not plain_name(name):
+            raise ValueError(f"manifest lists an output outside partition's folders: {path!r}")
+    return man
 
 
 @dataclass(frozen=True)
@@ -76,9 +102,13 @@ class Manifest:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Manifest":
         raw = msgpack.unpackb(data)
+        if not isinstance(raw, dict):
+            raise ValueError(f"a manifest is a map, not {type(raw).__name__}")
         if raw.get("format") != FORMAT:
             raise ValueError(f"manifest format {raw.get('format')} != {FORMAT}")
-        return cls(
+        if not isinstance(raw.get("model"), str):
+            raise ValueError("manifest without a model name")
+        return _check(cls(
             model=raw["model"],
             workloads=tuple(Workload(n, h, int(c)) for n, h, c in raw["workloads"]),
             graph_objects=tuple(raw["graph_objects"]),
@@ -88,7 +118,7 @@ class Manifest:
             provenance_error=raw["provenance_error"],
             external_data=tuple(raw["external_data"]),
             outputs=tuple((p, int(n), d) for p, n, d in raw["outputs"]),
-        )
+        ))
 
 
 def write(path: Path, manifest: Manifest) -> None:
@@ -99,5 +129,5 @@ def read(path: Path) -> Manifest | None:
     """The manifest at ``path``, or None when there is none (or an unreadable old one)."""
     try:
         return Manifest.from_bytes(path.read_bytes())
-    except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException):
         return None

@@ -7,6 +7,7 @@ in the ``[tool.modelbuild]`` table of the project's pyproject.toml, else its def
     remote-cache = "s3://bucket/prefix"    # a shared cache tier (graph/remote.py)
     remote-cache-mode = "read"             # or "read-write"
     remote-cache-timeout = 10              # seconds per remote request
+    remote-cache-public-key = "keys/remote-cache.pub"  # verify remote entries (core/signing.py)
     executor = "tcp://host:8786"           # a Dask scheduler running lower and codegen
 
 Every setting is one ``Setting`` in ``SETTINGS`` (its key, its environment variable, its
@@ -84,6 +85,11 @@ SETTINGS: tuple[Setting, ...] = (
             _one_of(*REMOTE_CACHE_MODES), "read or read-write"),
     Setting("remote-cache-timeout", "MODELBUILD_REMOTE_CACHE_TIMEOUT", 10.0, _positive_seconds,
             "10"),
+    # verify remote entries with this public key (core/signing.py); pyproject only: committed
+    Setting("remote-cache-public-key", None, None, _text, "keys/remote-cache.pub"),
+    # sign uploads with this private key: environment only, never in the committed pyproject
+    Setting("remote-cache-signing-key", "MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None, _text,
+            "/path/to/remote-cache.key", in_pyproject=False),
     Setting("executor", "MODELBUILD_EXECUTOR", None, _text, "tcp://host:8786"),
     Setting("executor-tls-ca", "MODELBUILD_EXECUTOR_TLS_CA", None, _text, "certs/ca.pem"),
     Setting("executor-tls-cert", "MODELBUILD_EXECUTOR_TLS_CERT", None, _text, "certs/client.pem"),
@@ -154,6 +160,8 @@ def resolve(root: Path, environ: Mapping[str, str] | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     return Settings(Path(root), read(root), {s.env: env[s.env] for s in SETTINGS
                                             if s.env and s.env in env})
+# never settings: pyproject.toml is committed, a private key must not be
+SECRETS = ("remote-cache-signing-key", "remote-cache-private-key")
 
 
 def read(root: Path) -> dict:
@@ -167,6 +175,12 @@ def read(root: Path) -> dict:
         raise BuildError(f"not valid TOML: {err}", file=path) from None
     if not isinstance(table, dict):
         raise BuildError("[tool.modelbuild] must be a table", file=path)
+    secret = sorted(set(table) & set(SECRETS))
+    if secret:
+        raise BuildError(f"{secret[0]} is never read from pyproject.toml (it is committed, and "
+                         "the private key must stay with the writers)", file=path,
+                         hint="remove it; in CI set MODELBUILD_REMOTE_CACHE_SIGNING_KEY to the "
+                              "private key's file")
     unknown = sorted(set(table) - set(KNOWN))
     if unknown:
         raise BuildError(f"unknown keys in [tool.modelbuild]: {', '.join(unknown)}; "

@@ -6,10 +6,21 @@ share one store, and going back to an earlier schedule finds its artifacts.
 
     <root>/<kind>/<key[:2]>/<key>     header line + payload
 
-The header carries the payload's sha256 and size: an entry that was
-truncated or altered is detected when read, reported, deleted and rebuilt,
-never handed to the link. Entries are written to a temporary file and
-renamed, so two processes filling one entry at once both succeed.
+The header carries the payload's sha256 and size (and, on a signed remote,
+a signature: core/signing.py): an entry that was truncated or altered is
+detected when read, reported, deleted and rebuilt, never handed to the link.
+Every payload is also checked to be what its step makes (the step's
+``check``: cache_entries.py, partition_output.entry_problem) before it is
+used; one that is not is "corrupt: not used", like a damaged one. Entries
+are written to a temporary file and renamed, so two processes filling one
+entry at once both succeed. A cache that cannot be written is said once and
+the build goes on without storing.
+
+Trust: this local tier trusts its entries' origin (the user's own disk, filled
+by the user's builds and by remote entries verified before they were kept); a
+remote tier with a public key trusts only entries its key's owner signed
+(remote.py). A local cache filled from a remote before its public key was set
+keeps what it downloaded then: `cache clear` it.
 
 Where the store lives: $MODELBUILD_CACHE, else ``cache-dir`` under
 ``[tool.modelbuild]`` in the project's pyproject.toml, else build/.cache.
@@ -27,13 +38,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import atomic, settings
 from ..core.digest import bytes_digest
 from ..core.layout import Project
-from .remote import RemoteStore
+from .remote import FORGED, UNSIGNED, RemoteStore, redact
 
 ENV = settings.BY_KEY["cache-dir"].env
 _MAGIC = b"modelbuild-cache/1"
@@ -41,28 +53,58 @@ EVENTS = ("hit", "miss", "corrupt", "upload")
 LOCAL, REMOTE = "local", "remote"
 
 
-def frame(payload: bytes) -> bytes:
-    """An entry as stored: a header line (format, sha256, size), then the payload."""
-    return b"%s %s %d\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload)) + payload
+def frame(payload: bytes, signature: str | None = None) -> bytes:
+    """An entry as stored: a header line (format, sha256, size[, signature]), then the payload."""
+    sig = b" " + signature.encode() if signature else b""
+    return b"%s %s %d%s\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload), sig) + payload
+
+
+def unframe_signed(raw: bytes) -> tuple[bytes, str | None] | None:
+    """(payload, signature or None) of a stored entry, None when the entry is damaged."""
+    header, _, payload = raw.partition(b"\n")
+    parts = header.split(b" ")
+    intact = (len(parts) in (3, 4) and parts[0] == _MAGIC
+              and parts[2] == str(len(payload)).encode()
+              and parts[1].decode(errors="replace") == bytes_digest(payload))
+    if not intact:
+        return None
+    return payload, (parts[3].decode(errors="replace") if len(parts) == 4 else None)
 
 
 def unframe(raw: bytes) -> bytes | None:
     """The payload of a stored entry, None when the entry is damaged."""
-    header, _, payload = raw.partition(b"\n")
-    parts = header.split(b" ")
-    intact = (len(parts) == 3 and parts[0] == _MAGIC and parts[2] == str(len(payload)).encode()
-              and parts[1].decode(errors="replace") == bytes_digest(payload))
-    return payload if intact else None
+    found = unframe_signed(raw)
+    return found[0] if found is not None else None
+
+
+# Why an entry was not used (the event log's word; REASONS says it to the user):
+DAMAGED, INVALID = "damaged", "invalid"
+REASONS = {DAMAGED: "corrupt (digest mismatch)",
+           INVALID: "corrupt (not what the step makes)",
+           UNSIGNED: "not signed, and remote-cache-public-key is set",
+           FORGED: "not signed by the owner of remote-cache-public-key"}
 
 
 @dataclass(frozen=True)
 class Found:
-    """What a lookup found: the payload and where (LOCAL or REMOTE), and damaged entries."""
+    """What a lookup found: the payload and where (LOCAL or REMOTE), and entries not used.
+    ``corrupt_*`` is False, or why the entry there is not used (a key of REASONS)."""
 
     payload: bytes | None = None
     source: str | None = None
-    corrupt_local: bool = False    # the local entry exists but is damaged
-    corrupt_remote: bool = False   # the remote entry exists but is damaged
+    corrupt_local: bool | str = False    # the local entry exists but is not used
+    corrupt_remote: bool | str = False   # the remote entry exists but is not used
+
+
+def _invalid(check, payload: bytes) -> bool:
+    """Whether ``check`` (payload -> problem or None) finds a problem; a check that fails
+    counts as one: nothing read from a cache is used unchecked."""
+    if check is None:
+        return False
+    try:
+        return check(payload) is not None
+    except Exception:  # noqa: BLE001 - a malformed entry must not stop the build
+        return True
 
 
 def location(project: Project, config: settings.Settings | None = None) -> Path:
@@ -78,9 +120,14 @@ def events_file(project: Project) -> Path:
 
 @dataclass(frozen=True)
 class Cache:
+    """The local tier trusts its own entries' origin (it is the user's own disk, written by
+    the user's builds and by downloads verified before they were kept), but every entry of
+    either tier is checked (``check``) before it is used."""
+
     root: Path
     events: Path | None = None  # where this run's hits and misses are logged
     remote: RemoteStore | None = None  # the remote tier, if the project has one
+    _said: set = field(default_factory=set, compare=False, repr=False)  # warnings given
 
     @classmethod
     def of(cls, project: Project, config: settings.Settings | None = None) -> "Cache":
@@ -93,11 +140,12 @@ class Cache:
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key
 
-    def log(self, event: str, kind: str, key: str, source: str = LOCAL) -> None:
+    def log(self, event: str, kind: str, key: str, source: str = LOCAL, why: str = "") -> None:
         if self.events is None:
             return
         self.events.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{event} {kind} {key}" + (" remote" if source == REMOTE else "") + "\n"
+        line = (f"{event} {kind} {key}" + (f" {why}" if why else "")
+                + (" remote" if source == REMOTE else "") + "\n")
         # One short O_APPEND write per event: lines from parallel workers do not interleave.
         fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
@@ -105,32 +153,46 @@ class Cache:
         finally:
             os.close(fd)
 
-    def peek(self, kind: str, key: str, remote: bool = True) -> Found:
+    def peek(self, kind: str, key: str, remote: bool = True, check=None) -> Found:
         """Look the entry up, here then (unless ``remote`` is False) in the remote tier.
+        ``check(payload)`` says what is wrong with a payload (None: nothing); an entry it
+        refuses, like a damaged one or (remote) one without a trusted signature, is not used.
         Writes nothing, logs nothing."""
         try:
             raw = self.path(kind, key).read_bytes()
         except OSError:
             raw = None
         payload = unframe(raw) if raw is not None else None
+        corrupt_local: bool | str = False
+        if payload is not None and _invalid(check, payload):
+            payload, corrupt_local = None, INVALID
+        elif raw is not None and payload is None:
+            corrupt_local = DAMAGED
         if payload is not None:
             return Found(payload, LOCAL)
-        corrupt_local = raw is not None
         if self.remote is None or not remote:
             return Found(corrupt_local=corrupt_local)
         raw = self.remote.get(kind, key)
-        payload = unframe(raw) if raw is not None else None
-        if payload is not None:
-            return Found(payload, REMOTE, corrupt_local)
-        return Found(corrupt_local=corrupt_local, corrupt_remote=raw is not None)
+        if raw is None:
+            return Found(corrupt_local=corrupt_local)
+        found = unframe_signed(raw)
+        if found is None:
+            return Found(corrupt_local=corrupt_local, corrupt_remote=DAMAGED)
+        payload, signature = found
+        refused = self.remote.refusal(kind, key, bytes_digest(payload), signature)
+        if refused is None and _invalid(check, payload):
+            refused = INVALID
+        if refused is not None:
+            return Found(corrupt_local=corrupt_local, corrupt_remote=refused)
+        return Found(payload, REMOTE, corrupt_local)
 
     def report_damage(self, kind: str, key: str, found: Found) -> None:
-        """Log the damaged entries a lookup met; a local one is removed (the build replaces
+        """Log the entries a lookup did not use; a local one is removed (the build replaces
         it), a remote one is left to be replaced by the next read-write upload."""
         if found.corrupt_local:
-            self.discard_corrupt(kind, key)
+            self.discard_corrupt(kind, key, _why(found.corrupt_local))
         if found.corrupt_remote:
-            self.log("corrupt", kind, key, REMOTE)
+            self.log("corrupt", kind, key, REMOTE, _why(found.corrupt_remote))
 
     def get(self, kind: str, key: str) -> bytes | None:
         """The entry's payload (see ``lookup``), None when there is none intact."""
@@ -154,18 +216,52 @@ class Cache:
         except OSError:
             pass
 
-    def discard_corrupt(self, kind: str, key: str) -> None:
-        """Report a damaged entry (the build's summary says so) and remove it."""
-        self.log("corrupt", kind, key)
-        self.path(kind, key).unlink(missing_ok=True)
+    def discard_corrupt(self, kind: str, key: str, why: str = DAMAGED) -> None:
+        """Report an entry not used (the build's summary says so) and remove it."""
+        self.log("corrupt", kind, key, LOCAL, why)
+        try:
+            self.path(kind, key).unlink(missing_ok=True)
+        except OSError:
+            pass  # a cache that cannot be written: the entry stays unused
 
     def put_local(self, kind: str, key: str, payload: bytes) -> None:
-        atomic.write_bytes(self.path(kind, key), frame(payload))
+        """Keep a payload here; a cache that cannot be written is said once (stderr) and the
+        build goes on without storing."""
+        try:
+            atomic.write_bytes(self.path(kind, key), frame(payload))
+        except OSError as err:
+            self.say_once("unwritable", f"warning: cache {self.root} cannot be written "
+                          f"({err.strerror or type(err).__name__}); building without storing "
+                          "artifacts in it")
+
+    def say_once(self, what: str, message: str) -> None:
+        """Print a warning on stderr once per doit run (the event log remembers it across
+        doit's worker processes)."""
+        if what in self._said:
+            return
+        self._said.add(what)
+        if self.events is not None:
+            try:
+                if f"said {what} -" in self.events.read_text().splitlines():
+                    return
+            except OSError:
+                pass
+            self.log("said", what, "-")
+        print(message, file=sys.stderr)
 
     def put(self, kind: str, key: str, payload: bytes) -> None:
-        """Store a payload built here; upload it too when the remote tier takes uploads."""
+        """Store a payload built here; upload it too when the remote tier takes uploads
+        (signed when the project has a signing key)."""
         self.put_local(kind, key, payload)
-        if self.remote is not None and self.remote.writes and self.remote.put(kind, key, frame(payload)):
+        if self.remote is None or not self.remote.writes:
+            return
+        refused = self.remote.upload_refusal()
+        if refused is not None:
+            self.say_once("no-upload", f"warning: remote cache {redact(self.remote.url)} is "
+                          f"read-write but {refused}: nothing is uploaded")
+            return
+        signature = self.remote.signature(kind, key, bytes_digest(payload))
+        if self.remote.put(kind, key, frame(payload, signature)):
             self.log("upload", kind, key, REMOTE)
 
     # -- maintenance ------------------------------------------------------------
@@ -237,8 +333,17 @@ def last_run(project: Project) -> dict[str, int] | None:
     return counts
 
 
-def corrupt_entries(project: Project) -> list[tuple[str, bool]]:
-    """(``kind/key``, whether it was the remote's) of each corrupt entry the last build
-    found (and did not use)."""
-    return [(f"{e[1]}/{e[2]}", e[-1] == "remote") for e in _events(project) or []
-            if e[0] == "corrupt"]
+def _why(reason: bool | str) -> str:
+    return reason if isinstance(reason, str) and reason in REASONS else DAMAGED
+
+
+def corrupt_entries(project: Project) -> list[tuple[str, bool, str]]:
+    """(``kind/key``, whether it was the remote's, why it was not used, in words) of each
+    entry the last build found and did not use."""
+    out = []
+    for e in _events(project) or []:
+        if e[0] == "corrupt":
+            words = [w for w in e[3:] if w != "remote"]
+            out.append((f"{e[1]}/{e[2]}", e[-1] == "remote",
+                        REASONS[_why(words[0] if words else DAMAGED)]))
+    return out

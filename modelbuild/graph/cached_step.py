@@ -78,6 +78,11 @@ class Step:
     def artifact(self):
         return self.store if self.store is not None else FileOutput(self.output)
 
+    @property
+    def _check(self):
+        """What a cache entry must be to be used (the artifact's ``check``, if it has one)."""
+        return getattr(self.artifact, "check", None)
+
     def current_inputs(self) -> dict | None:
         try:
             return self.inputs()
@@ -108,7 +113,7 @@ class Step:
             return Decision(RUN, None)
         if self.is_current(inputs):
             return Decision(CURRENT, inputs)
-        found = self.cache.peek(self.kind, fingerprint.key(inputs))
+        found = self.cache.peek(self.kind, fingerprint.key(inputs), check=self._check)
         if found.payload is not None:
             return Decision(RESTORE, inputs, found.payload, found.corrupt_local, found.source,
                             found.corrupt_remote)
@@ -146,7 +151,7 @@ class Step:
                              hint="build the model again (`doit build:<model>`): the step that "
                                   "makes it reruns when its output is gone") from None
         key = fingerprint.key(inputs)
-        found = self.cache.peek(self.kind, key, remote=False)
+        found = self.cache.peek(self.kind, key, remote=False, check=self._check)
         self.cache.report_damage(self.kind, key, found)
         if found.payload is not None:
             self.restore(inputs, found.payload, found.source)

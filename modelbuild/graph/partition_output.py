@@ -6,7 +6,12 @@ together, as one msgpack map ``{path relative to the partition folder: bytes}``,
 so that restoring a model's partition is one read. The stamp beside the
 manifest records the manifest's digest, which covers every file's digest; every file
 is checked against the digest the manifest lists (core/filecheck.py: hashed only when
-its size, mtime or ctime changed since it was last checked). No TVM here.
+its size, mtime or ctime changed since it was last checked).
+
+An entry read from a cache is used only when it is exactly what partition
+writes (``entry_problem``): the manifest (plain workload and object names) and
+one file per output it lists, each with the size and sha256 it lists.
+No TVM here.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import msgpack
 
 from ..core import atomic, filecheck
 from ..core import manifest as manifest_mod
-from ..core.digest import file_digest
+from ..core.digest import bytes_digest, file_digest
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 
@@ -72,7 +77,15 @@ class PartitionOutput:
             files[rel] = (self.layout.partition_dir / rel).read_bytes()
         return msgpack.packb(files)
 
+    def check(self, payload: bytes) -> str | None:
+        """What is wrong with a cache entry of this partition (None: it is usable)."""
+        return entry_problem(payload)
+
     def unpack(self, payload: bytes) -> None:
+        problem = entry_problem(payload)
+        if problem is not None:
+            raise BuildError(f"cache entry for {self.layout.name}'s partition is corrupt: "
+                             f"{problem}", hint="it is not used; build again")
         files = msgpack.unpackb(payload)
         written = set()
         for rel, data in files.items():
@@ -91,3 +104,33 @@ class PartitionOutput:
                     if old.is_file() and old not in written:
                         old.unlink()
         atomic.write_bytes(self.layout.manifest, files[MANIFEST])  # last: it vouches for the rest
+
+
+def entry_problem(payload: bytes) -> str | None:
+    """What makes ``payload`` not a partition bundle as ``PartitionOutput.pack`` writes it
+    (None: it is one). Names outside the partition folder, files the manifest does not list
+    or listed files with other bytes are all refused, so restoring writes only there."""
+    try:
+        files = msgpack.unpackb(payload)
+    except (ValueError, msgpack.UnpackException) as err:
+        return f"not msgpack: {err}"
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, bytes)
+                                              for k, v in files.items()):
+        return "not a map of file names to bytes"
+    if MANIFEST not in files:
+        return "no manifest"
+    try:
+        man = manifest_mod.Manifest.from_bytes(files[MANIFEST])
+    except (ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException) as err:
+        return f"unreadable manifest: {err}"
+    listed = {rel: (size, digest) for rel, size, digest in man.outputs}
+    expected = ({f"workloads/{w.name}.json" for w in man.workloads}
+                | {f"graph/{o}" for o in man.graph_objects})
+    if set(listed) != expected:
+        return "the manifest's outputs are not its workloads and graph objects"
+    if set(files) != {MANIFEST, *listed}:
+        return "the files are not the ones its manifest lists"
+    for rel, (size, digest) in listed.items():
+        if len(files[rel]) != size or bytes_digest(files[rel]) != digest:
+            return f"{rel} is not the file its manifest lists"
+    return None

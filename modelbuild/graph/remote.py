@@ -4,11 +4,20 @@
     remote-cache = "s3://bucket/prefix"     # or gs://..., file:///mnt/shared/...
     remote-cache-mode = "read"              # or "read-write" (CI fills it, laptops read)
     remote-cache-timeout = 10               # seconds per request
+    remote-cache-public-key = "keys/remote-cache.pub"   # only entries signed by its owner
 
 ($MODELBUILD_REMOTE_CACHE, $MODELBUILD_REMOTE_CACHE_MODE and
 $MODELBUILD_REMOTE_CACHE_TIMEOUT override them.) Entries are stored exactly as in
 the local cache, ``<url>/<kind>/<key[:2]>/<key>``, header and all, so a download
 is verified like a local read before it is used.
+
+With a public key configured (core/signing.py), a download is used only when
+its header carries a signature of (kind, key, payload sha256) by the matching
+private key; uploads are signed with the private key in the file
+$MODELBUILD_REMOTE_CACHE_SIGNING_KEY names (never a setting in pyproject.toml,
+which is committed), and without it a read-write store gets no uploads. Without
+a public key, every entry with a correct sha256 is trusted: whoever can write
+the store decides what readers link.
 
 A store that is down, slow or refuses us never fails a build: the first
 failure is reported once (to stderr) and the store is not asked again by this
@@ -26,12 +35,15 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from urllib.parse import urlsplit, urlunsplit
 
-from ..core import settings
+from ..core import settings, signing
 from ..core.errors import BuildError
 from ..core.layout import Project
 
 MODES = settings.REMOTE_CACHE_MODES
 DEFAULT_TIMEOUT = settings.BY_KEY["remote-cache-timeout"].default
+SIGNING_KEY_ENV = settings.BY_KEY["remote-cache-signing-key"].env
+PUBLIC_KEY_SETTING = "remote-cache-public-key"
+UNSIGNED, FORGED = "unsigned", "forged"  # why a downloaded entry is refused
 
 
 def redact(url: str) -> str:
@@ -48,7 +60,8 @@ def redact(url: str) -> str:
 class RemoteStore:
     """One remote cache, as this process sees it: usable until its first failure."""
 
-    def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, url: str, mode: str = "read", timeout: float = DEFAULT_TIMEOUT,
+                 public_key: bytes | None = None, signing_key: bytes | None = None):
         if mode not in MODES:
             raise BuildError(f"remote-cache-mode must be one of {', '.join(MODES)}, not '{mode}'",
                              hint=settings.hint("remote-cache-mode"))
@@ -60,13 +73,17 @@ class RemoteStore:
         self._down: str | None = None   # why the store is not used any more
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.public_key = public_key    # raw Ed25519 key: only entries it verifies are used
+        self.signing_key = signing_key  # raw Ed25519 private key: uploads are signed with it
 
     # a store crosses into doit's worker processes: its connection does not
     def __getstate__(self):
-        return {"url": self.url, "mode": self.mode, "timeout": self.timeout}
+        return {"url": self.url, "mode": self.mode, "timeout": self.timeout,
+                "public_key": self.public_key, "signing_key": self.signing_key}
 
     def __setstate__(self, state):
-        self.__init__(state["url"], state["mode"], state["timeout"])
+        self.__init__(state["url"], state["mode"], state["timeout"], state.get("public_key"),
+                      state.get("signing_key"))
 
     def __repr__(self) -> str:
         return f"RemoteStore({redact(self.url)!r}, {self.mode!r})"
@@ -78,6 +95,32 @@ class RemoteStore:
     @property
     def down(self) -> str | None:
         return self._down
+
+    def refusal(self, kind: str, key: str, payload_digest: str, signature: str | None) -> str | None:
+        """Why an intact downloaded entry must not be used (UNSIGNED, FORGED), None to use it."""
+        if self.public_key is None:
+            return None  # no public key configured: every writer is trusted
+        if not signature:
+            return UNSIGNED
+        return None if signing.verify(self.public_key, kind, key, payload_digest, signature) else FORGED
+
+    def signature(self, kind: str, key: str, payload_digest: str) -> str | None:
+        """The signature an upload carries (None without a signing key)."""
+        if self.signing_key is None:
+            return None
+        return signing.sign(self.signing_key, kind, key, payload_digest)
+
+    def upload_refusal(self) -> str | None:
+        """Why this read-write store must not get uploads from here (None: it may): its
+        readers verify signatures and there is no matching signing key."""
+        if self.public_key is None:
+            return None
+        if self.signing_key is None:
+            return (f"{SIGNING_KEY_ENV} is not set, and readers verify entries with "
+                    f"{PUBLIC_KEY_SETTING}")
+        if signing.public_of(self.signing_key) != self.public_key:
+            return f"the key {SIGNING_KEY_ENV} names does not match {PUBLIC_KEY_SETTING}"
+        return None
 
     def _filesystem(self):
         if self._fs is None:
@@ -165,4 +208,15 @@ def configured(project: Project, config: settings.Settings | None = None) -> Rem
     url = config.get("remote-cache")
     if not url:
         return None
-    return RemoteStore(url, config.get("remote-cache-mode"), config.get("remote-cache-timeout"))
+    return RemoteStore(str(url), config.get("remote-cache-mode"), config.get("remote-cache-timeout"),
+                       *_keys(config))
+
+
+def _keys(config: settings.Settings) -> tuple[bytes | None, bytes | None]:
+    """(public key, signing key) of the project's remote cache, raw; None where not set.
+    The signing key comes only from the environment: pyproject.toml is committed."""
+    public_path, private_path = config.path(PUBLIC_KEY_SETTING), config.path("remote-cache-signing-key")
+    public = None if public_path is None else signing.load_public(
+        public_path, f"`{PUBLIC_KEY_SETTING}` under [tool.modelbuild]")
+    private = None if private_path is None else signing.load_private(private_path, SIGNING_KEY_ENV)
+    return public, private

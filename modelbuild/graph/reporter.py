@@ -145,10 +145,10 @@ class ModelbuildReporter(ConsoleReporter):
             uploads = f", {counts['upload']} uploaded" if counts["upload"] else ""
             self.console.print(f"  cache: {counts['hit']} hits{remote}, {counts['miss']} misses"
                                f"{uploads}")
-        for entry, remote in cache.corrupt_entries(self.project):
+        for entry, remote, why in cache.corrupt_entries(self.project):
             where = "remote cache entry" if remote else "cache entry"
             self.console.print(f"  [yellow]warning[/yellow]: {where} {escape(entry)} was "
-                               "corrupt (digest mismatch); it was not used")
+                               f"{why}; it was not used")
         slow = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:3]
         if slow and sum(self.ran.values()) > 3:
             self.console.print("  slowest: " + ", ".join(f"{n} {s:.2f} s" for n, s in slow))

@@ -12,6 +12,7 @@ from ..core.digest import file_digest
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec
 from . import fingerprint, kinds, reasons
+from .cache_entries import LoweredOutput, ObjectOutput
 from .cached_step import Step
 from .context import Context
 from .partition_output import PartitionOutput
@@ -70,6 +71,7 @@ def lower_step(ctx: Context, model: str, workload: str,
                 layout.lowered(workload),
                 functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
                                   workload, workload_digest),
+                store=LoweredOutput(layout.lowered(workload)),
                 why=functools.partial(reasons.lower, layout, workload))
 
 
@@ -79,8 +81,9 @@ def codegen_step(ctx: Context, model: str, workload: str,
     ``upstream``: how that TIR comes about, for the reasons (by default lower's task name)."""
     layout = ctx.project.model(model)
     upstream = upstream or f"lower:{model}/{workload}"
-    return Step(f"codegen:{model}/{workload}", kinds.CODEGEN.cache, ctx.cache,
-                layout.object(workload, ctx.target.artifact_suffix),
+    output = layout.object(workload, ctx.target.artifact_suffix)
+    return Step(f"codegen:{model}/{workload}", kinds.CODEGEN.cache, ctx.cache, output,
                 functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
                                   layout.lowered(workload), workload, lowered_digest),
+                store=ObjectOutput(output, workload, ctx.target.artifact_suffix),
                 why=functools.partial(reasons.codegen, upstream))

@@ -1,0 +1,315 @@
+"""A shared cache that a hostile writer can reach (issue 19, items 4, 5, 6 and 8).
+
+Real stores as in test_remote_cache.py (a file:// folder, moto's S3 server on 127.0.0.1),
+real key pairs from `python -m modelbuild cache keygen`, real doit builds of the tiny
+model; every library is compared with the clean build's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import msgpack
+import pytest
+from conftest import Project, cli, sha256
+from test_remote_cache import _checkout, _file_remote, _s3_remote, s3_endpoint  # noqa: F401
+
+from modelbuild.graph import cache
+
+os.environ.pop("MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None)
+MANIFEST = "manifest.msgpack"
+
+
+def _with_public_key(project: Project, keys) -> Project:
+    """The project's pyproject.toml verifies the remote cache with the committed public key."""
+    shutil.copytree(keys, project.root / "keys", dirs_exist_ok=True)
+    (project.root / "keys" / "remote-cache.key").unlink()  # only CI holds the private key
+    (project.root / "pyproject.toml").write_text(
+        '[tool.modelbuild]\nremote-cache-public-key = "keys/remote-cache.pub"\n')
+    return project
+
+
+@pytest.fixture
+def keys(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen",
+                           str(tmp_path / "ci-keys")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return tmp_path / "ci-keys"
+
+
+def _signing_env(remote, keys, mode="read-write"):
+    return remote.build_env(mode=mode,
+                            MODELBUILD_REMOTE_CACHE_SIGNING_KEY=str(keys / "remote-cache.key"))
+
+
+def _entry_of(remote_folder, kind: str, payload: bytes):
+    """The stored entry (a path in a file:// store) whose payload is ``payload``."""
+    for path in remote_folder.glob(f"{kind}/??/*"):
+        if cache.unframe(path.read_bytes()) == payload:
+            return path
+    raise AssertionError(f"no {kind} entry holds that payload")
+
+
+def test_keygen_makes_a_private_pair_and_never_overwrites(keys, tmp_path):
+    assert stat.S_IMODE((keys / "remote-cache.key").stat().st_mode) == 0o600
+    assert b"PUBLIC KEY" in (keys / "remote-cache.pub").read_bytes()
+    before = (keys / "remote-cache.key").read_bytes()
+    again = subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen", str(keys)],
+                           capture_output=True, text=True)
+    assert again.returncode != 0 and "already exists; not replaced" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert (keys / "remote-cache.key").read_bytes() == before
+
+
+@pytest.fixture(params=["file", "s3"])
+def remote(request, tmp_path):
+    if request.param == "file":
+        return _file_remote(tmp_path / "shared-cache")
+    _, endpoint = request.getfixturevalue("s3_endpoint")
+    return _s3_remote(endpoint, f"trust-{os.getpid()}-{id(request)}")
+
+
+def test_ci_signs_and_a_second_checkout_verifies_every_entry(tiny_built, keys, remote, tmp_path):
+    ci = _with_public_key(_checkout(tiny_built, tmp_path / "ci"), keys)
+    run = ci.doit("build:tiny", env=_signing_env(remote, keys))
+    uploaded = remote.entries()
+    assert f"{len(uploaded)} uploaded" in run.stdout
+    for raw in uploaded.values():  # every header carries a signature
+        assert len(raw.partition(b"\n")[0].split(b" ")) == 4
+
+    laptop = _with_public_key(_checkout(tiny_built, tmp_path / "laptop"), keys)
+    again = laptop.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert again.ran == {"link:tiny"}, again.output  # everything verified and restored
+    assert len(again.from_remote) == len(uploaded)
+    assert sha256(laptop.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+def _poison(entry_path, workload_object, tmp_path, keep_signature: bool) -> bytes:
+    """Replace a stored object entry with another valid object of the same workload (an extra
+    loaded section: the attacker's bytes end up in the library), re-wrapped with a correct
+    sha256; with ``keep_signature``, the genuine entry's signature is copied along."""
+    evil = tmp_path / "evil.o"
+    payload_file = tmp_path / "payload.bin"
+    payload_file.write_bytes(b"attacker's code" * 64)
+    subprocess.run(["objcopy", "--add-section", f".poison={payload_file}",
+                    "--set-section-flags", ".poison=alloc,load,readonly,data",
+                    str(workload_object), str(evil)], check=True)
+    signature = entry_path.read_bytes().partition(b"\n")[0].split(b" ")[3].decode()
+    entry_path.write_bytes(cache.frame(evil.read_bytes(), signature if keep_signature else None))
+    return evil.read_bytes()
+
+
+@pytest.mark.skipif(shutil.which("objcopy") is None, reason="needs binutils' objcopy")
+@pytest.mark.parametrize("keep_signature", [False, True], ids=["unsigned", "moved-signature"])
+def test_a_poisoned_object_entry_is_refused_with_a_public_key(tiny_built, keys, tmp_path,
+                                                              keep_signature):
+    remote = _file_remote(tmp_path / "shared-cache")
+    ci = _with_public_key(_checkout(tiny_built, tmp_path / "ci"), keys)
+    ci.doit("build:tiny", env=_signing_env(remote, keys))
+    mean = ci.root / "build" / "tiny" / "objects" / "mean.o"
+    entry = _entry_of(tmp_path / "shared-cache", "object", mean.read_bytes())
+    evil = _poison(entry, mean, tmp_path, keep_signature)
+
+    # without a public key every writer is trusted: the poisoned object is linked
+    trusting = _checkout(tiny_built, tmp_path / "trusting")
+    run = trusting.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert run.ran == {"link:tiny"}, run.output
+    assert trusting.objects("tiny")["mean.o"] == evil
+    assert sha256(trusting.library("tiny")) != sha256(tiny_built.library("tiny"))
+
+    # with the project's public key it is refused, said once, and built here
+    checked = _with_public_key(_checkout(tiny_built, tmp_path / "checked"), keys)
+    run = checked.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert run.ran_kind("codegen") == {"codegen:tiny/mean"}, run.output
+    assert run.output.count(f"remote cache entry object/{entry.name} was not signed") == 1
+    assert checked.objects("tiny")["mean.o"] == mean.read_bytes()
+    assert sha256(checked.library("tiny")) == sha256(tiny_built.library("tiny"))
+    # what the remote sent was not kept in the local cache either
+    assert checked.doit("build:tiny").ran == set()
+
+
+def test_read_write_without_the_private_key_uploads_nothing_and_says_so_once(tiny_built, keys,
+                                                                            tmp_path):
+    remote = _file_remote(tmp_path / "shared-cache")
+    project = _with_public_key(_checkout(tiny_built, tmp_path / "a"), keys)
+    run = project.doit("build:tiny", env=remote.build_env(mode="read-write"))
+    assert remote.entries() == {}
+    assert run.output.count("nothing is uploaded") == 1, run.output
+    assert "MODELBUILD_REMOTE_CACHE_SIGNING_KEY is not set" in run.output
+    assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+def test_a_signing_key_that_does_not_match_the_public_key_uploads_nothing(tiny_built, keys,
+                                                                         tmp_path):
+    other = tmp_path / "other-keys"
+    subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen", str(other)],
+                   check=True, capture_output=True)
+    remote = _file_remote(tmp_path / "shared-cache")
+    project = _with_public_key(_checkout(tiny_built, tmp_path / "a"), keys)
+    run = project.doit("build:tiny", env=_signing_env(remote, other))
+    assert remote.entries() == {}
+    assert run.output.count("does not match remote-cache-public-key: nothing is uploaded") == 1
+
+
+def test_a_signing_key_in_pyproject_is_refused(tiny_built, tmp_path):
+    project = _checkout(tiny_built, tmp_path / "a")
+    (project.root / "pyproject.toml").write_text(
+        '[tool.modelbuild]\nremote-cache-signing-key = "keys/remote-cache.key"\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0
+    assert "remote-cache-signing-key is never read from pyproject.toml" in run.output
+    assert "Traceback" not in run.output
+
+
+def _partition_entry(remote_folder):
+    (path,) = remote_folder.glob("partition/??/*")
+    return path
+
+
+def _rewrap(path, files: dict) -> None:
+    path.write_bytes(cache.frame(msgpack.packb(files)))
+
+
+@pytest.mark.parametrize("name", ["../../../x", "ABS"])
+def test_a_partition_entry_naming_a_path_is_refused_and_nothing_is_written_outside(
+        tiny_built, tmp_path, name):
+    """The crafted workload name makes build/tiny/lowered/<name>.json a file outside build/
+    (the victim's own file, written beforehand): lower would write it, clean remove it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = _checkout(tiny_built, tmp_path / "victim")
+    name = str(outside / "x") if name == "ABS" else name
+    precious = outside / "x.json" if name.startswith("/") else victim.root / "x.json"
+    precious.write_text("the victim's own file")
+    remote = _file_remote(tmp_path / "shared-cache")
+    _checkout(tiny_built, tmp_path / "a").doit("build:tiny", env=remote.build_env())
+    entry = _partition_entry(tmp_path / "shared-cache")
+    files = msgpack.unpackb(cache.unframe(entry.read_bytes()))
+    man = msgpack.unpackb(files[MANIFEST])
+    old = man["workloads"][0][0]
+    man["workloads"][0][0] = name
+    for out in man["outputs"]:
+        if out[0] == f"workloads/{old}.json":
+            out[0] = f"workloads/{name}.json"
+    files[f"workloads/{name}.json"] = files.pop(f"workloads/{old}.json")
+    files[MANIFEST] = msgpack.packb(man)
+    _rewrap(entry, files)
+
+    run = victim.doit("build:tiny", env=remote.build_env())
+    assert "partition:tiny" in run.ran, run.output
+    assert f"remote cache entry partition/{entry.name} was corrupt" in run.output
+    assert sha256(victim.library("tiny")) == sha256(tiny_built.library("tiny"))
+    victim.doit("clean", "lower", check=False)
+    assert precious.read_text() == "the victim's own file"
+    assert sorted(p.name for p in outside.iterdir()) == (["x.json"] if precious.parent == outside
+                                                         else [])
+    assert not (tmp_path / "x.json").exists() and not (victim.root / "build" / "x.json").exists()
+    # read-write: the refused entry was replaced by the one built here
+    assert msgpack.unpackb(cache.unframe(entry.read_bytes())).keys() != files.keys()
+
+
+MALFORMED = {"list": msgpack.packb([1, 2, 3]), "int": msgpack.packb(7),
+             "no-manifest": msgpack.packb({"workloads/mean.json": b"{}"}),
+             "empty-key": msgpack.packb({"": b""}), "empty": b"",
+             "manifest-a-list": msgpack.packb({MANIFEST: msgpack.packb([1])})}
+
+
+@pytest.mark.parametrize("what", sorted(MALFORMED))
+def test_a_malformed_partition_entry_is_rebuilt_without_a_traceback(tiny_built, tmp_path, what):
+    remote = _file_remote(tmp_path / "shared-cache")
+    _checkout(tiny_built, tmp_path / "a").doit("build:tiny", env=remote.build_env())
+    entry = _partition_entry(tmp_path / "shared-cache")
+    entry.write_bytes(cache.frame(MALFORMED[what]))
+
+    victim = _checkout(tiny_built, tmp_path / "victim")
+    run = victim.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert "Traceback" not in run.output, run.output
+    assert "partition:tiny" in run.ran, run.output
+    assert f"remote cache entry partition/{entry.name} was corrupt" in run.output
+    assert sha256(victim.library("tiny")) == sha256(tiny_built.library("tiny"))
+    # the remote switched off: nothing of it was kept, nothing crashes
+    again = victim.doit("build:tiny")
+    assert "Traceback" not in again.output and again.ran == set(), again.output
+    assert victim.doit("list").returncode == 0
+
+
+def test_a_malformed_local_entry_is_rebuilt_without_a_traceback(tiny_copy):
+    local = tiny_copy.root / "build" / ".cache"
+    (entry,) = local.glob("partition/??/*")
+    entry.write_bytes(cache.frame(msgpack.packb([1, 2])))
+    library = sha256(tiny_copy.library("tiny"))
+    shutil.rmtree(tiny_copy.root / "build" / "tiny")
+    run = tiny_copy.doit("build:tiny")
+    assert "Traceback" not in run.output, run.output
+    assert "partition:tiny" in run.ran
+    assert f"cache entry partition/{entry.name} was corrupt" in run.output
+    assert sha256(tiny_copy.library("tiny")) == library
+
+
+def test_an_object_entry_of_another_workload_is_not_used(tiny_copy):
+    objects = tiny_copy.root / "build" / "tiny" / "objects"
+    local = tiny_copy.root / "build" / ".cache"
+    entry = _entry_of(local, "object", (objects / "mean.o").read_bytes())
+    entry.write_bytes(cache.frame((objects / "reshape1.o").read_bytes()))
+    library = sha256(tiny_copy.library("tiny"))
+    shutil.rmtree(tiny_copy.root / "build" / "tiny")
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran_kind("codegen") == {"codegen:tiny/mean"}, run.output
+    assert "multiple definition" not in run.output
+    assert f"cache entry object/{entry.name} was corrupt" in run.output
+    assert sha256(tiny_copy.library("tiny")) == library
+
+
+def test_a_manifest_that_is_not_a_map_is_rebuilt(tiny_copy):
+    library = sha256(tiny_copy.library("tiny"))
+    (tiny_copy.root / "build" / "tiny" / "partition" / MANIFEST).write_bytes(msgpack.packb([1]))
+    listed = tiny_copy.doit("list", "--all")
+    assert "Traceback" not in listed.output and "partition:tiny" in listed.stdout, listed.output
+    run = tiny_copy.doit("build:tiny")
+    assert "Traceback" not in run.output, run.output
+    assert "partition:tiny" in run.ran | run.from_cache
+    assert sha256(tiny_copy.library("tiny")) == library
+
+
+def _chmod_blocks_writes(folder) -> bool:
+    probe = folder / "probe"
+    folder.chmod(0o555)
+    try:
+        probe.write_bytes(b"")
+    except OSError:
+        return True
+    probe.unlink()
+    return False  # root: permissions do not stop it
+
+
+@pytest.mark.parametrize("how", ["a-file", "read-only"])
+def test_a_cache_that_cannot_be_written_warns_once_and_the_build_succeeds(tiny_built, tmp_path,
+                                                                          how):
+    project = _checkout(tiny_built, tmp_path / "a")
+    where = tmp_path / "cache"
+    if how == "a-file":
+        where.write_text("not a folder")
+    else:
+        where.mkdir()
+        if not _chmod_blocks_writes(where):
+            where.chmod(0o755)  # running as root: each kind's folder is a file instead
+            for kind in ("partition", "lowered", "object"):
+                (where / kind).write_text("not a folder")
+    try:
+        run = project.doit("build:tiny", env={**os.environ, "MODELBUILD_CACHE": str(where)},
+                           check=False)
+    finally:
+        if where.is_dir():
+            where.chmod(0o755)
+    assert run.returncode == 0, run.output
+    assert run.output.count(f"warning: cache {where} cannot be written") == 1, run.output
+    assert "internal error" not in run.output and "Traceback" not in run.output
+    assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+def test_cache_keygen_is_listed_in_help(tiny_built):
+    assert "keygen" in cli(tiny_built, "cache", "--help").stdout
