@@ -90,16 +90,18 @@ def tune_with(base: Path, model: str, workers: int, trials: int) -> dict:
 
 
 def projection(t: dict, rounds_of: int) -> dict:
-    """Trials per minute on W machines (one worker each), from one run's figures."""
-    done = sum(t["trials"].values())
-    search = t["search_s"] / done  # the tune process's seconds per trial
+    """Trials per minute on W machines (one worker each), from one run's figures: the
+    search costs about the same per round whatever its size (a population of 512 evolved
+    with the cost model), so a round of ``rounds_of`` costs one search plus
+    ceil(rounds_of / W) candidates' build and measure in turn on each worker."""
+    search = t["search_s"] / max(1, t["rounds"])  # the tune process's seconds per round
     work = (t["build_s"] or 0) + (t["measure_s"] or 0)
     out = {}
     for w in WORKERS:
-        per_round = search * rounds_of + math.ceil(rounds_of / w) * work
-        out[w] = 60 * rounds_of / per_round
-    out["search_bound"] = 60 / search if search else None
+        out[w] = 60 * rounds_of / (search + math.ceil(rounds_of / w) * work)
+    out["search_bound"] = 60 * rounds_of / search if search else None
     out["one_machine_measure_bound"] = 60 / t["measure_s"] if t["measure_s"] else None
+    out["search_s_per_round"] = search
     return out
 
 
@@ -127,7 +129,8 @@ def main() -> None:
     proj = projection(runs[2], ROUND)
     console.print("projected, one worker per machine, rounds of 64 candidates: "
                   + ", ".join(f"{w} workers {proj[w]:.0f}/min" for w in WORKERS)
-                  + f"; bound by the tune process's search alone: {proj['search_bound']:.0f}/min"
+                  + f"; bound by the search alone ({proj['search_s_per_round']:.0f} s a round): "
+                    f"{proj['search_bound']:.0f}/min"
                   + f"; all workers on one machine (measuring in turns): at most "
                     f"{proj['one_machine_measure_bound']:.0f}/min")
     args.json.parent.mkdir(parents=True, exist_ok=True)

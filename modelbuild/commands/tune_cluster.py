@@ -72,7 +72,7 @@ def summary(cluster: Cluster, seconds: float) -> dict:
             "failed": st.errors,
             "build_s": round(statistics.median(st.build_s), 4) if st.build_s else None,
             "measure_s": round(statistics.median(st.measure_s), 4) if st.measure_s else None,
-            "cluster_s": round(st.cluster_seconds(), 2),
+            "rounds": st.rounds, "cluster_s": round(st.cluster_seconds(), 2),
             "search_s": round(max(0.0, seconds - st.cluster_seconds()), 2)}
 
 

@@ -45,6 +45,7 @@ class Stats:
     build_s: list = field(default_factory=list)
     measure_s: list = field(default_factory=list)
     workers_used: set = field(default_factory=set)
+    rounds: int = 0
     rounds_s: float = 0.0  # from each round's first build submitted to its last result back
     round_start: float | None = None
     round_end: float | None = None
@@ -65,6 +66,7 @@ class Stats:
         """A round's candidates go out: the previous round's span is counted."""
         with self.lock:
             self._close_round()
+            self.rounds += 1
             self.round_start = time.perf_counter()
 
     def _close_round(self) -> None:
