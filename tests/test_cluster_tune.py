@@ -168,3 +168,35 @@ def test_ctrl_c_keeps_the_trials_measured_and_says_how_to_go_on(tiny_copy, clust
     assert tune.returncode == 130 and "Traceback" not in out + err, err
     said = "".join((out + err).split())  # rich folds long lines, paths too
     assert "".join(f"stopped: the {kept} trials measured so far are in {work_dir}".split()) in said
+
+
+def test_a_lost_scheduler_stops_the_tune_in_one_line_and_keeps_its_trials(tiny_copy, tmp_path):
+    """`serve` killed outright (scheduler and workers) mid-tune."""
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed with the test
+    serve = subprocess.Popen([sys.executable, "-m", "modelbuild", "serve", "--workers", "2"],
+                             cwd=tiny_copy.root, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (tiny_copy.root / "build" / ".executor.json").is_file():
+            assert serve.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.2)
+        work_dir = tiny_copy.root / "build" / "tiny" / "tuning"
+        tune = subprocess.Popen([sys.executable, "-m", "modelbuild", "tune", "tiny",
+                                 "--no-keep-if-faster", "--total-trials", "16", "--workload",
+                                 _workloads(tiny_copy)[0]], cwd=tiny_copy.root,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not _records(work_dir):
+            assert tune.poll() is None and time.monotonic() < deadline + 120, tune.communicate()
+            time.sleep(0.05)
+        os.killpg(serve.pid, signal.SIGKILL)
+        out, err = tune.communicate(timeout=180)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait()
+    kept = len(_records(work_dir))
+    assert tune.returncode == 1 and "Traceback" not in out + err, err
+    assert "theexecutorwentawaymid-tune" in "".join(err.split())
+    assert "".join(f"the {kept} trials measured so far are in {work_dir}".split()) in \
+        "".join(err.split())
