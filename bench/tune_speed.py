@@ -60,7 +60,8 @@ def partitioned(work: Path, light: str | None) -> tuple[Path, str]:
     (root / "models").mkdir(parents=True)
     (root / "schedules").mkdir()
     shutil.copy(REPO / "dodo.py", root / "dodo.py")
-    onnx.save(randomized_light(light) if light else tiny_model(), str(root / "models" / f"{name}.onnx"))
+    onnx.save(randomized_light(light) if light else tiny_model(),
+              str(root / "models" / f"{name}.onnx"))
     subprocess.run([sys.executable, "-m", "doit", f"partition:{name}"], cwd=root, env=env(),
                    check=True, capture_output=True)
     return root, name

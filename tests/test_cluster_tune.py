@@ -85,7 +85,8 @@ def test_a_worker_killed_mid_tune_loses_no_trial_and_resume_goes_on(tiny_copy, c
     _, client = cluster
     work_dir = tiny_copy.root / "build" / "tiny" / "tuning"
     args = [sys.executable, "-m", "modelbuild", "tune", "tiny", "--no-keep-if-faster",
-            "--total-trials", str(TRIALS), *[a for w in _workloads(tiny_copy) for a in ("--workload", w)]]
+            "--total-trials", str(TRIALS),
+            *[a for w in _workloads(tiny_copy) for a in ("--workload", w)]]
     tune = subprocess.Popen(args, cwd=tiny_copy.root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     pids = client.run(os.getpid)
