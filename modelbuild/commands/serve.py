@@ -146,6 +146,9 @@ def run(args) -> int:
         "distributed.worker.profile.enabled": False,
         "distributed.admin.system-monitor.interval": "5s",
         "distributed.worker.daemon": False,
+        # a tuning worker that dies while measuring frees its machine's lock within seconds
+        "distributed.scheduler.locks.lease-timeout": "10s",
+        "distributed.scheduler.locks.lease-validation-interval": "2s",
     })
     files = _tls_files(project) if args.tls else None
     console.print(f"starting {args.workers} worker(s); each imports TVM once ...")

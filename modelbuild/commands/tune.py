@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
+import time
 from pathlib import Path
 
 from rich.markup import escape
@@ -12,7 +15,7 @@ from rich.table import Table
 from ..core import requires
 from ..core.errors import BuildError
 from ..schedules import rpc
-from . import options
+from . import options, tune_cluster
 from .output import console, errors
 from .workspace import resolve_model
 
@@ -74,45 +77,148 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="measure on the devices of this TVM RPC tracker (candidates are still "
                         "built here); needs --key")
     p.add_argument("--key", help="with --rpc: the device key its servers registered with")
+    p.add_argument("--resume", action="store_true",
+                   help="go on from the database in --work-dir: the trials already there "
+                        "count toward the budget")
+    p.add_argument("--local", action="store_true",
+                   help="tune on this machine even when the project has an executor (a running "
+                        "`serve`, `executor` in pyproject.toml or $MODELBUILD_EXECUTOR)")
+    p.add_argument("--per-cpu", action="store_true",
+                   help="tune a mixed cluster per CPU kind (not supported yet: refused)")
     options.json_output(p, "print the import's outcome as JSON (progress goes to stderr)")
 
 
-def run(args) -> int:
-    import time
+def _chosen(args, ws, funcs: dict, calls: dict, out) -> dict:
+    """The workloads to tune: those named, else those worth it (99% of the time)."""
+    if args.workload:
+        ws.require(funcs, args.workload)
+        return {k: v for k, v in funcs.items() if k in args.workload}
+    chosen = {k: v for k, v in funcs.items() if calls.get(k, 0) > 0 and worth_tuning(v)}
+    if not args.all_workloads:
+        with out.status("timing each workload's default schedule ..."):
+            chosen = where_the_time_is(chosen, calls, ws.spec)
+    return chosen
 
-    from rich.progress import Progress
 
-    from ..schedules import msdb
+def _budget(args, work_dir: Path, chosen: dict) -> tuple[int, int | None, int]:
+    """(total trials, per-workload cap, trials already in the database with --resume)."""
     from ..schedules import tune as tuning
 
-    requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
-    tracker = None
+    total, per = ((args.trials * len(chosen), args.trials) if args.trials is not None
+                  else (args.total_trials, None))
+    already = tuning.measured_so_far(work_dir) if args.resume else 0
+    if args.resume and not already:
+        raise BuildError(f"--resume: no tuning database with trials in {work_dir}",
+                         hint="tune without --resume to start one (--work-dir names another)")
+    return total, per, already
+
+
+def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, int]:
+    """Run the search with one progress line; trials measured per workload."""
+    from rich.progress import Progress
+
+    from ..schedules import tune as tuning
+
+    total, per, already = budget
+    measured: dict[str, int] = {}
+    best: dict[str, float] = {}
+    with Progress(console=out, transient=False, redirect_stdout=False,
+                  redirect_stderr=False) as progress:
+        bar = progress.add_task("tuning", total=total, completed=already)
+
+        def on_measured(name, count, fastest):
+            measured[name] = measured.get(name, 0) + count
+            if fastest is not None:
+                best[name] = min(best.get(name, fastest), fastest)
+            done = already + sum(measured.values())
+            rate = 60 * sum(measured.values()) / max(1e-9, time.perf_counter() - started)
+            progress.update(bar, completed=done, description=tune_cluster.line(
+                done, total, tune_cluster.estimate(best, calls, len(chosen)), rate,
+                place["cluster"].live_workers() if place["cluster"] else None))
+
+        started = time.perf_counter()
+        with _interrupt_noted() as interrupted:
+            try:
+                place["trained"] = tuning.tune(
+                    chosen, spec, work_dir, total - already, weights=calls,
+                    max_per_workload=per, seed=args.seed, on_measured=on_measured,
+                    runner=place["runner"], builder=place["builder"])
+            except BaseException as err:
+                _stopped(err, interrupted, place["cluster"], work_dir, out)
+                raise
+        progress.update(bar, description="tuned")
+    return measured
+
+
+@contextlib.contextmanager
+def _interrupt_noted():
+    """Ctrl-C noted as such: raised inside one of MetaSchedule's Python callbacks, it comes
+    back out of TVM's C++ as a RuntimeError."""
+    interrupted: list[bool] = []
+
+    def handler(signum, frame):
+        interrupted.append(True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stopped(err: BaseException, interrupted: list, cluster, work_dir: Path, out) -> None:
+    """A tune stopped by Ctrl-C or a lost executor: say where its trials are, one line."""
+    from ..schedules import tune as tuning
+
+    kept = f"the {tuning.measured_so_far(work_dir)} trials measured so far are in {work_dir}"
+    if interrupted or isinstance(err, KeyboardInterrupt):
+        out.print(f"stopped: {kept}; the same tune with --resume goes on from there")
+        raise KeyboardInterrupt from None
+    if cluster is not None and cluster.stats.lost is not None:
+        raise BuildError(f"the executor went away mid-tune ({cluster.stats.lost}); {kept}",
+                         hint="restart it and rerun the same tune with --resume") from None
+
+
+def _rpc_place(args) -> dict | None:
+    """With --rpc: measured on an RPC tracker's devices (built here), checked at once."""
     if args.rpc or args.key:
         if not (args.rpc and args.key):
             raise BuildError("--rpc and --key go together: the tracker's HOST:PORT and the "
                              "device key its servers registered with")
         tracker = (*rpc.parse_address(args.rpc), args.key)
         rpc.check(*tracker)  # within seconds, before any work: the tracker and a server
+        return {"cluster": None, "builder": None, "runner": rpc.runner(*tracker),
+                "where": f"rpc {args.rpc} key {args.key}"}
+    return None
+
+
+def _place(args, ws) -> dict:
+    """Where candidates are built and measured: the executor's workers, or this machine."""
+    cluster = None if args.local else tune_cluster.connect(ws.project, ws.spec, args.per_cpu)
+    if cluster is None:
+        return {"cluster": None, "builder": None, "runner": None, "where": "this machine"}
+    return {"cluster": cluster, "builder": cluster.builder, "runner": cluster.runner,
+            "where": f"executor {cluster.address} ({cluster.workers} workers, {cluster.cpu})"}
+
+
+def run(args) -> int:
+    from ..schedules import msdb
+    from ..schedules import tune as tuning
+
+    requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
+    place = _rpc_place(args)
     ws = resolve_model(args)
     project, choice, spec = ws.project, ws.choice, ws.spec
+    out = errors if args.json else console  # with --json, stdout holds the JSON alone
+    place = place or _place(args, ws)
     part = ws.partitioned()
     funcs = part.functions()
     calls = {w.name: w.calls for w in part.manifest.workloads}
-    if args.workload:
-        ws.require(funcs, args.workload)
-        chosen = {k: v for k, v in funcs.items() if k in args.workload}
-    else:
-        chosen = {k: v for k, v in funcs.items() if calls.get(k, 0) > 0 and worth_tuning(v)}
-        if not args.all_workloads:
-            with (errors if args.json else console).status("timing each workload's default "
-                                                           "schedule ..."):
-                chosen = where_the_time_is(chosen, calls, spec)
-    if args.trials is not None:
-        total, per = args.trials * len(chosen), args.trials
-    else:
-        total, per = args.total_trials, None
+    chosen = _chosen(args, ws, funcs, calls, out)
     work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
-    out = errors if args.json else console  # with --json, stdout holds the JSON alone
+    budget = _budget(args, work_dir, chosen)
+    total, _, already = budget
     skipped = len(funcs) - len(chosen)
     out.print(f"tuning {len(chosen)} workload(s) of {args.model} for {choice}"
               + (f" (the {skipped} others, element-wise, unused or under 1% of the time, keep "
@@ -120,43 +226,51 @@ def run(args) -> int:
               + f": {total} trials in all, weighted by calls per run; cost model "
                 f"{tuning.COST_MODEL}, search {tuning.SEARCH}, task scheduler "
                 f"{tuning.TASK_SCHEDULER}, database {work_dir}"
-              + (f"; measured on RPC tracker {args.rpc}, key {args.key}" if tracker else ""))
-    measured: dict[str, int] = {}
+              + (f"; resuming: {already} trials there already" if args.resume else "")
+              + (f"; measured on RPC tracker {args.rpc}, key {args.key}" if args.rpc else "")
+              + (f"; {place['cluster'].describe()}" if place["cluster"] else ""))
     start = time.perf_counter()
-    with Progress(console=out, transient=False, redirect_stdout=False,
-                  redirect_stderr=False) as progress:
-        bar = progress.add_task("tuning", total=total)
-
-        def on_measured(name, count):
-            measured[name] = measured.get(name, 0) + count
-            progress.update(bar, advance=count, description=f"measured {name}")
-
-        trained = tuning.tune(chosen, spec, work_dir, total, weights=calls,
-                              max_per_workload=per, seed=args.seed, on_measured=on_measured,
-                              runner=rpc.runner(*tracker) if tracker else None)
-        progress.update(bar, completed=total, description="tuned")
+    measured = (_tune(chosen, spec, work_dir, budget, calls, args, out, place)
+                if total > already else {})
     seconds = time.perf_counter() - start
     report = msdb.import_database(work_dir, args.model, chosen, project.model(args.model),
                                   source="tuned", only=set(chosen),
                                   keep_if_faster=spec if args.keep_if_faster else None)
-    done = sum(measured.values())
-    summary = {"trials": dict(sorted(measured.items())), "calls": {n: calls[n] for n in chosen},
-               "seconds": round(seconds, 1),
-               "trials_per_minute": round(60 * done / seconds, 1) if seconds > 0 else None,
-               "cost_model": tuning.COST_MODEL, "cost_model_trained_on": trained,
-               "search": tuning.SEARCH,
-               "task_scheduler": tuning.TASK_SCHEDULER, "target": spec.tvm_target,
-               "measured_on": f"rpc {args.rpc} key {args.key}" if tracker else "this machine"}
+    summary = _summary(measured, calls, chosen, seconds, place, spec, already)
     if not args.json:
-        out.print(f"measured {done} trials in {seconds:.0f} s "
-                  f"({summary['trials_per_minute']} per minute); the {tuning.COST_MODEL} cost "
-                  + (f"model was trained on {trained} of them" if trained else
-                     "model never trained (too few trials): the search was random")
-                  + "; per workload (calls per run): "
-                  + ", ".join(f"{n} {k} ({calls[n]})" for n, k in sorted(measured.items(),
-                                                                   key=lambda kv: -kv[1])))
+        _say(out, summary, measured, calls)
     print_import(report, work_dir, args.json, extra={"tuning": summary})
     return 0
+
+
+def _summary(measured, calls, chosen, seconds, place, spec, already) -> dict:
+    from ..schedules import tune as tuning
+
+    done = sum(measured.values())
+    cluster = place["cluster"]
+    return {"trials": dict(sorted(measured.items())), "calls": {n: calls[n] for n in chosen},
+            "seconds": round(seconds, 1), "resumed_from": already,
+            "trials_per_minute": round(60 * done / seconds, 1) if seconds > 0 else None,
+            "cost_model": tuning.COST_MODEL, "cost_model_trained_on": place.get("trained", 0),
+            "search": tuning.SEARCH,
+            "task_scheduler": tuning.TASK_SCHEDULER, "target": spec.tvm_target,
+            "measured_on": place["where"],
+            **(tune_cluster.summary(cluster, seconds) if cluster else {})}
+
+
+def _say(out, summary: dict, measured: dict, calls: dict) -> None:
+    from ..schedules import tune as tuning
+
+    trained, done = summary["cost_model_trained_on"], sum(measured.values())
+    out.print(f"measured {done} trials in {summary['seconds']:.0f} s "
+              f"({summary['trials_per_minute']} per minute); the {tuning.COST_MODEL} cost "
+              + (f"model was trained on {trained} of them" if trained else
+                 "model never trained (too few trials): the search was random")
+              + "; per workload (calls per run): "
+              + ", ".join(f"{n} {k} ({calls[n]})" for n, k in sorted(measured.items(),
+                                                               key=lambda kv: -kv[1]))
+              + (f"; candidates ran on {len(summary['workers_used'])} of "
+                 f"{summary['workers']} workers" if "workers" in summary else ""))
 
 
 def print_import(report, work_dir, as_json: bool = False, extra: dict | None = None) -> None:

@@ -39,6 +39,29 @@ def build_candidate(mod, target, _params=None):
     return tvm_build(mod, target=target)
 
 
+def fastest(runner_results) -> float | None:
+    """The fastest measured candidate of a round (mean of its run times), in seconds."""
+    means = [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in runner_results
+             if r.error_msg is None and r.run_secs]
+    return min(means) if means else None
+
+
+def measured_so_far(work_dir: Path) -> int:
+    """How many trials the MetaSchedule database in ``work_dir`` holds (one line each)."""
+    try:
+        with open(work_dir / "database_tuning_record.json", "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
+
+
+def callbacks(ms, remove_artifacts: bool = True) -> list:
+    """MetaSchedule's default measure callbacks (add to the database, update the cost
+    model); a builder of our own has no artifact folder to remove."""
+    return [cb for cb in ms.measure_callback.MeasureCallback.create("default")
+            if remove_artifacts or type(cb).__name__ != "RemoveBuildArtifact"]
+
+
 def cost_model(total_trials: int):
     """MetaSchedule's XGBoost model; it predicts at random until it has seen
     ``num_warmup_samples`` measurements, so a small budget lowers that (to a quarter of it)."""
@@ -50,16 +73,17 @@ def cost_model(total_trials: int):
 
 def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int, *,
          weights: dict[str, float] | None = None, max_per_workload: int | None = None,
-         seed: int = 1, on_measured: Callable[[str, int], None] | None = None,
-         runner=None) -> int:
+         seed: int = 1, on_measured: Callable[[str, int, float | None], None] | None = None,
+         runner=None, builder=None) -> int:
     """Tune ``funcs`` (name -> PrimFunc) with ``total_trials`` measured trials in all.
 
     One MetaSchedule run over every workload, so the builder and runner start
     once: the XGBoost cost model guides an evolutionary search, and the gradient
     task scheduler gives each round to the workload whose ``weights[name]`` (how
     many times the graph calls it) times its expected latency gain is largest.
-    ``on_measured(workload, n)`` is called after each round; ``runner``: where
-    candidates run (None: this machine). Returns how many measured candidates the
+    ``on_measured(workload, n, best)`` is called after each round (``best``: the round's
+    fastest candidate in seconds, None if none ran); ``builder`` and ``runner``: where
+    candidates are built and run (None: this machine). Returns how many measured candidates the
     XGBoost model was trained on (0: it never trained, and guided nothing).
     """
     import tvm
@@ -78,7 +102,7 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
                   runner_results):
             if on_measured:
-                on_measured(names[task_id], len(runner_results))
+                on_measured(names[task_id], len(runner_results), fastest(runner_results))
 
     target = tvm.target.Target(tuning_target(target_spec))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -92,8 +116,9 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
         work_dir=str(work_dir), max_trials_global=total_trials,
         max_trials_per_task=max_per_workload or total_trials,
         num_trials_per_iter=trials_per_round(total_trials, len(tasks)),
-        builder=ms.builder.LocalBuilder(f_build=build_candidate),
+        builder=builder if builder is not None else ms.builder.LocalBuilder(
+            f_build=build_candidate),
         runner=runner if runner is not None else "local",
         cost_model=model, task_scheduler=TASK_SCHEDULER,
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Progress()])
+        measure_callbacks=[*callbacks(ms, remove_artifacts=builder is None), Progress()])
     return model.data_size if model.booster is not None else 0
