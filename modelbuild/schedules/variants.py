@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core import atomic
-from ..core.errors import BuildError
+from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
 from . import compute_record, records
@@ -74,7 +74,10 @@ def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
 
 
 def check_computes(layout: ModelLayout, workload: str, wanted: list[str]) -> None:
-    """BuildError (one line) for a compute in ``wanted`` that the workload does not have."""
+    """BuildError (one line) for a workload the model does not have (once partitioned), or a
+    compute in ``wanted`` that the workload does not have."""
+    if layout.workloads_dir.is_dir() and not layout.workload(workload).is_file():
+        raise no_workload(layout.name, workload)
     have = compute_record.computes(layout, workload)
     missing = [c for c in wanted if c not in have]
     if missing:
