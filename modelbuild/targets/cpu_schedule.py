@@ -39,7 +39,7 @@ def default_schedule(func, name: str, target):
 
     sch = Schedule(normalize(func))
     try:
-        _apply(sch)
+        _apply(sch, _registers(target))
     except Exception:  # noqa: BLE001 - a rule that cannot apply: TVM's default schedule
         return func
     return _as_scheduled(sch.mod["main"], func)
@@ -54,7 +54,18 @@ def _as_scheduled(scheduled, original):
                              attrs=copy(original).attrs).with_attr("tirx.is_scheduled", True)
 
 
-def _apply(sch) -> None:
+def _registers(target) -> int:
+    """Vector registers of the target's CPU: 32 with AVX-512, else 16 (AVX2, and a target
+    whose features cannot be read: the ``c`` target)."""
+    from tvm.target import codegen
+
+    try:
+        return 32 if codegen.target_has_features("avx512f", target) else 16
+    except Exception:  # noqa: BLE001 - not an LLVM target
+        return 16
+
+
+def _apply(sch, registers: int = 16) -> None:
     from . import cpu_schedule_blocked as blocked
 
     root = sch.get_sblock("root", func_name="main")
@@ -67,7 +78,7 @@ def _apply(sch) -> None:
             continue  # an epilogue a blocked rule took in
         block = sch.get_sblock(name, func_name="main")
         if _is_reduction(sch, block) and blocked.is_blocked_conv(sch, block):
-            done.update(blocked.schedule(sch, block))
+            done.update(blocked.schedule(sch, block, registers))
     for block in sch.get_child_blocks(root):
         if sch.get(block).name_hint in done:
             continue

@@ -21,9 +21,6 @@ leaves the whole workload to TVM's default (cpu_schedule.default_schedule).
 
 from __future__ import annotations
 
-REGISTERS = 32  # vector registers of an AVX-512 core (16 with AVX2: see positions())
-
-
 def is_blocked_conv(sch, block) -> bool:
     """A reduction block made by ``topi.nn.conv2d_NCHWc``: 5-D output, iterators
     (n, oc_chunk, oh, ow, oc_block) spatial and (ic, kh, kw) reductions."""
@@ -34,10 +31,12 @@ def is_blocked_conv(sch, block) -> bool:
             and len(sch.get_loops(block)) == 8)
 
 
-def positions(width: int, lanes: int) -> int:
-    """Output positions unrolled beside the channel vector: about half the vector registers
-    hold accumulators (14 with 16-float vectors, 6 with 8), a divisor of the row's width."""
-    cap = max(1, (REGISTERS if lanes >= 16 else 16) // 2 - (0 if lanes >= 16 else 2))
+def positions(width: int, registers: int) -> int:
+    """Output positions unrolled beside the channel vector: about half the CPU's vector
+    registers hold accumulators (16 of AVX-512's 32, 6 of AVX2's 16), a divisor of the
+    row's width. The registers are the CPU's, not the block's: a block of 8 channels on an
+    AVX-512 CPU (the 1000 classes of squeezenet's last convolution) still has 32."""
+    cap = max(1, registers // 2 - (0 if registers >= 32 else 2))
     return next(d for d in range(min(width, cap), 0, -1) if width % d == 0)
 
 
@@ -59,12 +58,11 @@ def _input_block(sch, block) -> int:
     return int(weights.source.shape[4])
 
 
-def schedule(sch, block) -> list[str]:
+def schedule(sch, block, registers: int) -> list[str]:
     """Schedule the blocked convolution ``block`` and its epilogue; returns the names of the
     blocks it scheduled (the other rules leave them alone)."""
     n, oc_chunk, oh, ow, oc_block, ic, kh, kw = sch.get_loops(block)
-    lanes = int(sch.get(oc_block).extent)
-    ow_o, ow_i = sch.split(ow, [None, positions(int(sch.get(ow).extent), lanes)])
+    ow_o, ow_i = sch.split(ow, [None, positions(int(sch.get(ow).extent), registers)])
     ic_o, ic_i = sch.split(ic, [None, _input_block(sch, block)])
     outer = (n, oh, oc_chunk) if _rows_outside(sch, block) else (n, oc_chunk, oh)
     sch.reorder(*outer, ow_o, ic_o, kh, kw, ic_i, ow_i, oc_block)
