@@ -254,7 +254,7 @@ def test_an_object_entry_of_another_workload_is_not_used(tiny_copy):
     objects = tiny_copy.root / "build" / "tiny" / "objects"
     local = tiny_copy.root / "build" / ".cache"
     entry = _entry_of(local, "object", (objects / "mean.o").read_bytes())
-    entry.write_bytes(cache.frame((objects / "reshape1.o").read_bytes()))
+    entry.write_bytes(cache.frame((objects / "reshape.o").read_bytes()))
     library = sha256(tiny_copy.library("tiny"))
     shutil.rmtree(tiny_copy.root / "build" / "tiny")
     run = tiny_copy.doit("build:tiny")

@@ -140,8 +140,8 @@ def test_check_lists_problems_per_file(tiny_copy, tiny_variants):
     stale = json.loads(good.read_text())
     stale["workload_hash"] = "1"
     (good.parent / "mean.json").write_text("{oops")
-    other = dict(stale, workload="reshape1", workload_hash=json.loads(good.read_text())["workload_hash"])
-    (good.parent / "reshape1.json").write_text(json.dumps(other))
+    other = dict(stale, workload="reshape", workload_hash=json.loads(good.read_text())["workload_hash"])
+    (good.parent / "reshape.json").write_text(json.dumps(other))
     cuda = dict(json.loads(good.read_text()), workload="fused_matmul_add2", target={"kind": "cuda"})
     (good.parent / "fused_matmul_add2.json").write_text(json.dumps(cuda))
     good.write_text(json.dumps(stale))
@@ -150,7 +150,7 @@ def test_check_lists_problems_per_file(tiny_copy, tiny_variants):
     assert proc.returncode == 1
     assert f"{workload}.json" in out and "stale record" in out
     assert "mean.json" in out and "invalid JSON" in out
-    assert "reshape1.json" in out and "now hashes to" in out
+    assert "reshape.json" in out and "now hashes to" in out
     assert "fused_matmul_add2.json" in out and "made for target 'cuda'" in out
     assert "4 with problems" in out
     statuses = {r["workload"]: r["status"] for r in json.loads(cli(tiny_copy, "inspect", "tiny", "--json").stdout)}

@@ -55,10 +55,10 @@ def test_every_onnx_node_appears_once_under_a_workload_or_with_a_reason(partitio
 def test_tiny_model_operators_land_in_the_workloads_fusion_made(partitioned):
     man = read_manifest(partitioned, "tiny")
     where = {o.name: o.workload for o in man.operators}
-    assert where["conv1"] == where["relu1"] == "fused_conv2d_add_relu"
-    assert where["conv2"] == where["add2"] == where["relu2"] == "fused_conv2d1_add_add1_relu"
+    assert where["conv1"] == where["relu1"] == "fused_conv2d_NCHWc_add_relu"
+    assert where["conv2"] == where["add2"] == where["relu2"] == "fused_conv2d_NCHWc1_add_add1_relu"
     assert where["pool"] == "mean" and where["fc"] == "fused_matmul_add2"
-    sources = [o.name for o, part in man.sources("fused_conv2d1_add_add1_relu")]
+    sources = [o.name for o, part in man.sources("fused_conv2d_NCHWc1_add_add1_relu")]
     assert sources == ["conv2", "add2", "relu2"]  # in model order
 
 
@@ -74,9 +74,9 @@ def test_folded_and_kernel_less_operators_say_why(partitioned):
 
 def test_explain_node_finds_the_workload(partitioned):
     out = cli(partitioned, "explain", "tiny", "--node", "conv2").stdout
-    assert "conv2 (Conv) in tiny: computed by workload fused_conv2d1_add_add1_relu" in out
+    assert "conv2 (Conv) in tiny: computed by workload fused_conv2d_NCHWc1_add_add1_relu" in out
     report = explain_json(partitioned, "tiny", "--node", "relu2")
-    assert report["workload"] == "fused_conv2d1_add_add1_relu"
+    assert report["workload"] == "fused_conv2d_NCHWc1_add_add1_relu"
     assert report["workload_operators"] == ["conv2", "add2", "relu2"]
     folded = explain_json(partitioned, "ops", "--node", "weights")
     assert folded["workload"] is None and folded["note"].startswith("folded into constants")
@@ -102,7 +102,7 @@ def test_explain_model_lists_workloads_and_kernel_less_operators(partitioned):
 
 
 def test_explain_workload_shows_record_artifacts_and_benchmark(tiny_copy):
-    workload = "fused_conv2d1_add_add1_relu"
+    workload = "fused_conv2d_NCHWc1_add_add1_relu"
     layout_dir = tiny_copy.root / "build" / "tiny"
     report = explain_json(tiny_copy, "tiny", workload)
     assert [o["name"] for o in report["operators"]] == ["conv2", "add2", "relu2"]
@@ -182,7 +182,7 @@ def test_a_failed_trace_is_recorded_and_explained_not_fatal(tmp_path):
 
 
 def test_explain_ignores_a_benchmark_of_another_library(tiny_copy):
-    workload = "fused_conv2d1_add_add1_relu"
+    workload = "fused_conv2d_NCHWc1_add_add1_relu"
     bench = tiny_copy.root / "build" / "tiny" / "bench.json"
     bench.write_text(json.dumps({"library_sha256": "0" * 64,
                                  "workloads": {workload: {"median_ms": 0.125, "calls": 1}}}))

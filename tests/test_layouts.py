@@ -147,7 +147,8 @@ def test_cleanups_fold_batchnorm_and_turn_sum_and_dropout_into_plain_adds(tmp_pa
     names = _workloads(project, "m")
     assert not [n for n in names if "batch_norm" in n or "stack" in n or "dropout" in n], names
     # the BatchNorm, the Sum's add and the ReLU all run inside the second convolution
-    assert any(n.startswith("fused_conv2d1") and n.endswith("relu") for n in names), names
+    assert any(n.startswith(("fused_conv2d1", "fused_conv2d_NCHWc1")) and n.endswith("relu")
+               for n in names), names
     x = model_inputs(project.root, "m")
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x), rel=1e-4)
 

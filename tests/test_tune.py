@@ -9,7 +9,7 @@ from conftest import assert_close, cli, make_project, model_inputs, onnx_output,
 from onnx_models import repeated_conv_model
 
 
-REPEATED, ONCE = "fused_conv2d_relu", "conv2d1"  # the workloads of repeated_conv_model
+REPEATED, ONCE = "fused_conv2d_NCHWc_relu", "conv2d"  # the workloads of repeated_conv_model
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,9 @@
 A variant is a rule keyed by an operator pattern: which calls it applies to (``eligible``)
 and how to legalize such a call with another compute (``legalize``). Winograd (F(4x4, 3x3),
 ``topi.nn.conv2d_winograd_nchw``) applies to a float32 NCHW/OIHW conv2d with a 3x3 kernel,
-stride 1, dilation 1, one group. Another layout (NCHWc) adds its own rule to ``VARIANTS``.
+stride 1, dilation 1, one group; in the blocked layout (NCHW{b}c/OIHW{b}i{b}o) the same
+conv computes Winograd between a transform of its input and weights to NCHW/OIHW and of
+its output back (the weights' transform runs in the kernel, as Winograd's own does).
 
 How a variant's TIR is made, for every workload at once (``variant_workloads``): the fused
 graph is kept as it is (the grouping FuseOps chose, the graph's calls, the constants); in the
@@ -30,7 +32,7 @@ class Variant:
     name: str
     op: str                          # the Relax operator it replaces
     eligible: Callable               # (call) -> bool
-    legalize: Callable               # (bb, call) -> the call legalized with this compute
+    legalize: Callable               # (bb, call, block) -> the call legalized with this compute
 
 
 def _static(shape) -> list[int] | None:
@@ -40,28 +42,77 @@ def _static(shape) -> list[int] | None:
         return None
 
 
+def _layouts(attrs) -> tuple[str, str, str]:
+    return str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout)
+
+
+def _blocked(attrs) -> bool:
+    """A blocked conv as ConvertLayout makes it: NCHW{b}c, OIHW{b}i{b}o, NCHW{b}c."""
+    import re
+
+    data, kernel, out = _layouts(attrs)
+    found = re.fullmatch(r"NCHW(\d+)c", data)
+    return bool(found) and out == data and kernel == f"OIHW{found[1]}i{found[1]}o"
+
+
 def _winograd_eligible(call) -> bool:
     a = call.attrs
     data, weight = (getattr(x, "ty", None) for x in call.args[:2])
     if data is None or weight is None or getattr(weight, "shape", None) is None:
         return False
     kshape = _static(weight.shape)
-    return (str(a.data_layout) == "NCHW" and str(a.kernel_layout) == "OIHW"
-            and str(a.out_layout) == "NCHW" and int(a.groups) == 1
+    return ((_layouts(a) == ("NCHW", "OIHW", "NCHW") or _blocked(a)) and int(a.groups) == 1
             and [int(s) for s in a.strides] == [1, 1] and [int(d) for d in a.dilation] == [1, 1]
-            and kshape is not None and kshape[2:] == [3, 3]
+            and kshape is not None and kshape[2:4] == [3, 3]
             and _static(data.shape) is not None
             and str(data.dtype) == "float32" and str(weight.dtype) == "float32"
             and str(a.out_dtype or "") in ("", "float32"))
 
 
-def _winograd_legalize(bb, call):
+def _winograd_legalize(bb, call, block: int | None = None):
+    """Winograd for ``call`` taking the arguments partition's legalization gives the direct
+    compute: NCHW/OIHW; a blocked conv's blocked data and weights; in the blocked layout, a
+    conv left NCHW its weights as blocked_layout._reblocked lays them out (a constant)."""
     from tvm import topi
 
-    return bb.call_te(topi.nn.conv2d_winograd_nchw, call.args[0], call.args[1],
-                      strides=call.attrs.strides, padding=call.attrs.padding,
-                      dilation=call.attrs.dilation, out_dtype="float32",
-                      primfunc_name_hint="conv2d_winograd")
+    from . import blocked_layout
+
+    a = call.attrs
+    data_layout, kernel_layout, _ = _layouts(a)
+    out_layout = "NCHW"
+    weights = call.args[1]
+    if _blocked(a):
+        out_layout = data_layout
+    elif block is not None and blocked_layout.blocks(call, block) is not None:
+        inner, outer = blocked_layout.blocks(call, block)
+        kernel_layout = f"OIHW{inner}i{outer}o"
+        weights = bb.emit_te(topi.layout_transform, weights, "OIHW", kernel_layout,
+                             primfunc_name_hint="weight_layout")
+
+    strides, padding, dilation = ([int(v) for v in x] for x in (a.strides, a.padding, a.dilation))
+
+    def winograd(data, kernel):
+        data = topi.layout_transform(data, data_layout, "NCHW")
+        kernel = topi.layout_transform(kernel, kernel_layout, "OIHW")
+        out = topi.nn.conv2d_winograd_nchw(data, kernel, strides=strides, padding=padding,
+                                           dilation=dilation, out_dtype="float32")
+        return topi.layout_transform(out, "NCHW", out_layout)
+
+    if (data_layout, kernel_layout, out_layout) == ("NCHW", "OIHW", "NCHW"):
+        return bb.call_te(topi.nn.conv2d_winograd_nchw, call.args[0], weights,
+                          strides=a.strides, padding=a.padding, dilation=a.dilation,
+                          out_dtype="float32", primfunc_name_hint="conv2d_winograd")
+    return bb.call_te(winograd, call.args[0], weights, primfunc_name_hint="conv2d_winograd")
+
+
+def _direct_legalize(call, block: int | None):
+    """How partition legalized ``call``: in the blocked layout (``block``), a conv2d by the
+    layout's own rule (steps/blocked_layout.py); else TVM's (None)."""
+    if block is None or call.op.name != "relax.nn.conv2d":
+        return None
+    from . import blocked_layout
+
+    return blocked_layout.legalize_map(block)["relax.nn.conv2d"]
 
 
 VARIANTS = (
@@ -103,11 +154,14 @@ def _legalized(call, legalize=None):
         bb.emit_func_output(out)
     custom = {call.op.name: legalize} if legalize else None
     mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(bb.get())
-    return next(f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    return next(f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)
+                and not gv.name_hint.startswith("weight_layout"))  # a constant's, folded
 
 
-def _replacements(imported, legalized_mod, variant: Variant) -> dict:
+def _replacements(imported, legalized_mod, variant: Variant, block: int | None) -> dict:
     """Name of a PrimFunc of the legalized module -> the variant's PrimFunc for it."""
+    import functools
+
     import tvm
     import tvm_ffi
 
@@ -117,19 +171,21 @@ def _replacements(imported, legalized_mod, variant: Variant) -> dict:
     for call in _calls(imported, variant.op):
         if not variant.eligible(call):
             continue
-        direct = _legalized(call)
+        direct = _legalized(call, _direct_legalize(call, block))
         for name, func in prims.items():
             if name not in out and tvm_ffi.structural_equal(func, direct):
-                out[name] = _legalized(call, variant.legalize)
+                out[name] = _legalized(call, functools.partial(variant.legalize, block=block))
     return out
 
 
-def variant_workloads(stages: dict, passes: tuple, target, workloads: dict) -> dict:
+def variant_workloads(stages: dict, passes: tuple, target, workloads: dict,
+                      block: int | None = None) -> dict:
     """{variant name: {workload name: PrimFunc}}: the workloads of the fused module that have
     the variant's compute, each with its TIR. ``stages``: the module after each pass of
     ``passes`` (and "import"), as partition made them (passes before LegalizeOps, a layout
     conversion say, are taken into account: the calls looked at are those LegalizeOps
-    legalized); ``workloads``: the direct workloads by name."""
+    legalized); ``workloads``: the direct workloads by name; ``block``: the blocked layout's
+    channel block (None: NCHW), as partition legalized with it."""
     import tvm
     import tvm_ffi
     from tvm import relax
@@ -141,7 +197,8 @@ def variant_workloads(stages: dict, passes: tuple, target, workloads: dict) -> d
     before = stages[passes[legalize - 1]] if legalize else stages["import"]  # what it legalized
     out: dict = {}
     for variant in VARIANTS:
-        swap = _replacements(before, stages["LegalizeOps"], variant)
+        with target:  # the blocked layout's conv2d legalizes for the target
+            swap = _replacements(before, stages["LegalizeOps"], variant, block)
         if not swap:
             continue
         mod = stages["FuseOps"]
@@ -167,7 +224,8 @@ def _with(mod, gv, func):
     return tvm.IRModule(funcs, attrs=mod.attrs, global_infos=mod.global_infos)
 
 
-def write(layout, stages: dict, passes: tuple, target, workloads: dict) -> list:
+def write(layout, stages: dict, passes: tuple, target, workloads: dict,
+          block: int | None = None) -> list:
     """Write every variant workload's TIR beside the direct one
     (``layout.workload(name, variant)``); returns the paths written (partition records them
     among its outputs, so a cached partition restores them)."""
@@ -176,7 +234,7 @@ def write(layout, stages: dict, passes: tuple, target, workloads: dict) -> list:
     from ..core import atomic
 
     written = []
-    for variant, funcs in variant_workloads(stages, passes, target, workloads).items():
+    for variant, funcs in variant_workloads(stages, passes, target, workloads, block).items():
         for name, func in funcs.items():
             path = layout.workload(name, variant)
             atomic.write_text(path, tvm.ir.save_json(func))

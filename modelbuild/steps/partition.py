@@ -312,7 +312,8 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
 
     target = tvm.target.Target(target_spec.tvm_target)
     imported, operators, external = import_model_traced(spec)
-    stages = fuse_stages(imported, target, channel_block(spec, target_spec))
+    block = channel_block(spec, target_spec)
+    stages = fuse_stages(imported, target, block)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
     for name, func in funcs.items():
@@ -320,7 +321,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     for old in layout.workloads_dir.glob("*.json"):
         if old.stem not in funcs:
             old.unlink()
-    variant_files = compute_variants.write(layout, stages, PASSES, target, funcs)
+    variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
     traced, error = _provenance(operators, stages, funcs)

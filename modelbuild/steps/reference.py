@@ -41,12 +41,13 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     target = tvm.target.Target(target_spec.tvm_target)
     # relax.get_pipeline("zero") under a database is these fusion passes followed by
     # MetaScheduleApplyDatabase; fusing once lets the database hold the fused workloads.
-    stages = fuse_stages(import_model(spec), target, channel_block(spec, target_spec))
+    block = channel_block(spec, target_spec)
+    stages = fuse_stages(import_model(spec), target, block)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
     recs = records_in(schedules_dir)  # each file read once
     _use_computes(fused, funcs, [r for r in recs if isinstance(r, Variant)],
-                  lambda: variant_workloads(stages, PASSES, target, funcs))
+                  lambda: variant_workloads(stages, PASSES, target, funcs, block))
     for rec in recs:
         if isinstance(rec, Python):
             scheduled = rec.apply(funcs[rec.workload], target_spec)
