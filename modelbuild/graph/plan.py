@@ -11,7 +11,7 @@ Nothing is written: no cache restore, no doit state change. TVM is not imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import msgpack
@@ -85,6 +85,10 @@ def _partition(ctx: Context, model: str) -> _Partition:
                                            and stamp.get("inputs") == part.inputs)
     recorded = ({layout.partition_dir / rel: digest for rel, _, digest in man.outputs}
                 if man is not None else {})
+    if not outputs_known:  # the workloads it makes are known only once it has run
+        part = replace(part, reasons=(
+            *part.reasons, "its workloads are known once it has run: lower and codegen then "
+                           "run for each new or changed one (not listed here)"))
     return _Partition(part, man, part.action != CURRENT and outputs_known, recorded)
 
 
