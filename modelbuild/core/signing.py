@@ -38,41 +38,40 @@ def _serialization():
     return serialization, ed25519
 
 
-def load_public(path: Path, setting: str) -> bytes:
-    """The raw 32-byte Ed25519 public key in the PEM file ``path``."""
+def _load_pem(path: Path, setting: str, private: bool):
+    """The Ed25519 key in the PEM file ``path`` (public or private), refused in one line."""
     serialization, ed25519 = _serialization()
+    what, name = ("signing key", PRIVATE_NAME) if private else ("public key", PUBLIC_NAME)
+    hint = f"{setting} names the {name} that `python -m modelbuild cache keygen` wrote"
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
+        data = path.read_bytes()
+        key = (serialization.load_pem_private_key(data, password=None) if private
+               else serialization.load_pem_public_key(data))
     except OSError as err:
-        raise BuildError(f"cannot read the public key: {err.strerror or err}", file=path,
-                         hint=f"{setting}: the file `python -m modelbuild cache keygen` wrote "
-                              f"({PUBLIC_NAME})") from None
+        raise BuildError(f"cannot read the {what}: {err.strerror or err}", file=path,
+                         hint=hint) from None
     except (ValueError, TypeError):
         key = None
-    if not isinstance(key, ed25519.Ed25519PublicKey):
-        raise BuildError("not an Ed25519 public key (PEM)", file=path,
-                         hint=f"{setting}: use the {PUBLIC_NAME} that "
-                              "`python -m modelbuild cache keygen` wrote")
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    kind = ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey
+    if not isinstance(key, kind):
+        raise BuildError("not an unencrypted Ed25519 private key (PEM)" if private
+                         else "not an Ed25519 public key (PEM)", file=path, hint=hint)
+    return key
+
+
+def load_public(path: Path, setting: str) -> bytes:
+    """The raw 32-byte Ed25519 public key in the PEM file ``path``."""
+    serialization, _ = _serialization()
+    return _load_pem(path, setting, private=False).public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def load_private(path: Path, setting: str) -> bytes:
     """The raw 32-byte Ed25519 private key in the PEM file ``path``."""
-    serialization, ed25519 = _serialization()
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except OSError as err:
-        raise BuildError(f"cannot read the signing key: {err.strerror or err}", file=path,
-                         hint=f"{setting} names the {PRIVATE_NAME} that "
-                              "`python -m modelbuild cache keygen` wrote") from None
-    except (ValueError, TypeError):
-        key = None
-    if not isinstance(key, ed25519.Ed25519PrivateKey):
-        raise BuildError("not an unencrypted Ed25519 private key (PEM)", file=path,
-                         hint=f"{setting} names the {PRIVATE_NAME} that "
-                              "`python -m modelbuild cache keygen` wrote")
-    return key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
-                             serialization.NoEncryption())
+    serialization, _ = _serialization()
+    return _load_pem(path, setting, private=True).private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+        serialization.NoEncryption())
 
 
 def public_of(private: bytes) -> bytes:
