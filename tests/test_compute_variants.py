@@ -47,6 +47,25 @@ def test_partition_writes_a_winograd_tir_for_each_3x3_stride1_conv(tiny_built):
     assert tiny_conv_workload(tiny_built) + "@winograd.json" in variants
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NCHWc"])
+def test_winograd_in_each_layout_computes_winograd_and_matches_onnxruntime(tmp_path, layout):
+    """NCHWc is the CPU default (the other tests); NCHW keeps its own Winograd rule."""
+    project = make_project(tmp_path / "p", {MODEL: tiny_model()})
+    (project.root / "models" / f"{MODEL}.toml").write_text(
+        f'onnx = "{MODEL}.onnx"\nlayout = "{layout}"\n')
+    project.doit(f"partition:{MODEL}")
+    folder = project.root / "build" / MODEL / "partition" / "computes"
+    convs = [p.name.split("@")[0] for p in folder.glob("*@winograd.json")]
+    assert len(convs) == 2 and all(("NCHWc" in w) == (layout == "NCHWc") for w in convs), convs
+    for workload in convs:
+        _winograd(project, workload)
+    project.doit(f"build:{MODEL}")
+    for workload in convs:  # Winograd's stages, not a direct convolution
+        lowered = (project.root / "build" / MODEL / "lowered" / f"{workload}.json").read_text()
+        assert "bgemm" in lowered and "inverse" in lowered
+    assert _relative_error(project) <= 1e-3
+
+
 def test_winograd_records_build_and_match_onnxruntime(tiny_copy):
     direct = tiny_copy.objects(MODEL)
     folder = tiny_copy.root / "build" / MODEL / "partition" / "computes"

@@ -57,13 +57,13 @@ def test_a_blocked_model_runs_its_convolution_blocked_and_matches_onnxruntime(tm
 
 def test_the_layout_variable_changes_partitions_key_and_back_is_a_cache_hit(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
-    project.doit("build:tiny")
+    project.doit("build:tiny", "layout=NCHW")  # NCHWc is the CPU default: NCHW on request
     plain = _workloads(project)
     assert not any("NCHWc" in n for n in plain)
-    blocked = project.doit("build:tiny", f"layout={BLOCKED}")
+    blocked = project.doit("build:tiny")
     assert "partition:tiny" in blocked.ran
     assert any("conv2d_NCHWc" in n for n in _workloads(project))
-    back = project.doit("build:tiny")
+    back = project.doit("build:tiny", "layout=NCHW")
     # Back to NCHW: partition's entry is in the cache (a hit, no partitioning: doit lists it
     # as run when the previous layout's outputs it declared are gone), and so is every
     # workload's lowered TIR and object: only the link runs.
@@ -73,7 +73,7 @@ def test_the_layout_variable_changes_partitions_key_and_back_is_a_cache_hit(tmp_
     x = model_inputs(project.root, "tiny")
     assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x),
                  rel=1e-4)
-    again = project.doit("build:tiny", f"layout={BLOCKED}")
+    again = project.doit("build:tiny")
     assert _cache_events(project, "partition") == {"hit"}
     assert not (again.ran_kind("lower") | again.ran_kind("codegen")), again.output
 
@@ -201,6 +201,65 @@ def test_why_names_a_layout_change(tmp_path):
     from conftest import cli
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
-    project.doit("build:tiny", f"layout={BLOCKED}")
-    out = cli(project, "why", "tiny").stdout
-    assert f"layout changed ({BLOCKED} -> NCHW)" in out and "partition:tiny" in out
+    project.doit("build:tiny", "layout=NCHW")
+    out = cli(project, "why", "tiny").stdout  # the default, NCHWc
+    assert f"layout changed (NCHW -> {BLOCKED})" in out and "partition:tiny" in out
+    assert "its workloads are known once it has run" in out
+
+
+def test_cpu_targets_build_blocked_by_default_and_nchw_on_request(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
+    project.doit("build:tiny")
+    assert sum("conv2d_NCHWc" in w for w in _workloads(project)) == 2
+    project.doit("build:tiny", "layout=NCHW")
+    assert not [w for w in _workloads(project) if "NCHWc" in w]
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x),
+                 rel=1e-5)
+
+
+def _odd_channels_model() -> onnx.ModelProto:
+    """3 -> 24 -> 20 channels: neither divides into a block of 16 (24 = 8 x 3; 20 = 4 x 5)."""
+    rng = np.random.default_rng(3)
+
+    def init(name, shape):
+        return onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "odd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 13, 13])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20, 13, 13])],
+        [init("w1", (24, 3, 3, 3)), init("w2", (20, 24, 1, 1)), init("b2", (20,))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_convolutions_whose_channels_do_not_divide_into_the_block_still_run_blocked(tmp_path):
+    """(squeezenet's 1000-class convolution, 1000 = 8 x 125, ran 5x slower left NCHW.)"""
+    project = make_project(tmp_path / "p", {"odd": _odd_channels_model()})
+    project.doit("build:odd")
+    names = _workloads(project, "odd")
+    assert sum("conv2d_NCHWc" in w for w in names) == 2, names
+    x = model_inputs(project.root, "odd")
+    assert_close(run_library(project.library("odd"), x), onnx_output(project.root, "odd", x),
+                 rel=1e-5)
+
+
+def test_a_graph_convertlayout_cannot_carry_builds_with_a_note_and_matches(tmp_path):
+    """TVM's ConvertLayout refuses a graph whose outputs include a shape; the build falls back
+    to blocking each convolution on its own and says so."""
+    from onnx_models import provenance_model
+
+    project = make_project(tmp_path / "p", {"ops": provenance_model()})
+    run = project.doit("build:ops")
+    assert "ConvertLayout cannot carry this graph" in run.output, run.output
+    assert "Traceback" not in run.output
+    import tvm
+    from conftest import load_library
+    from tvm import relax
+
+    x = model_inputs(project.root, "ops")
+    vm = relax.VirtualMachine(load_library(project.library("ops")), tvm.cpu())
+    ours = vm["main"](*[tvm.runtime.tensor(a) for a in x])  # (y, the shape of the conv's)
+    assert_close(ours[0].numpy(), onnx_output(project.root, "ops", x), rel=1e-5)
