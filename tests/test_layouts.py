@@ -263,3 +263,42 @@ def test_a_graph_convertlayout_cannot_carry_builds_with_a_note_and_matches(tmp_p
     vm = relax.VirtualMachine(load_library(project.library("ops")), tvm.cpu())
     ours = vm["main"](*[tvm.runtime.tensor(a) for a in x])  # (y, the shape of the conv's)
     assert_close(ours[0].numpy(), onnx_output(project.root, "ops", x), rel=1e-5)
+
+
+def _bn_layers_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(5)
+
+    def init(name, shape, low=None):
+        value = rng.uniform(low, 1.5, shape) if low is not None else rng.standard_normal(shape)
+        return onnx.numpy_helper.from_array(value.astype(np.float32), name)
+
+    nodes, inits, previous, channels = [], [], "x", 3
+    for k in (1, 2, 3, 4):
+        inits += [init(f"w{k}", (16, channels, 3, 3)), init(f"g{k}", (16,), 0.5),
+                  init(f"b{k}", (16,)), init(f"m{k}", (16,)), init(f"v{k}", (16,), 0.5)]
+        nodes += [helper.make_node("Conv", [previous, f"w{k}"], [f"c{k}"], pads=[1, 1, 1, 1],
+                                   name=f"conv{k}"),
+                  helper.make_node("BatchNormalization", [f"c{k}", f"g{k}", f"b{k}", f"m{k}",
+                                                          f"v{k}"], [f"bn{k}"], name=f"bn{k}"),
+                  helper.make_node("Relu", [f"bn{k}"], [f"r{k}"], name=f"relu{k}")]
+        previous, channels = f"r{k}", 16
+    graph = helper.make_graph(
+        nodes, "bn2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("r4", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_explain_puts_each_batchnorm_with_its_convolution_in_the_blocked_layout(tmp_path):
+    """ConvertLayout remakes every binding: provenance lines them up in order (it once gave
+    a layer's BatchNorm to the next layer's workload)."""
+    project = make_project(tmp_path / "p", {"m": _bn_layers_model()})
+    project.doit("partition:m")
+    man = manifest.read(project.root / "build" / "m" / "partition" / "manifest.msgpack")
+    where = {op.name: op.workload for op in man.operators}
+    assert "NCHWc" in where["conv1"] and len({where[f"conv{k}"] for k in (1, 2, 3, 4)}) >= 2
+    for k in (1, 2, 3):
+        assert where[f"conv{k}"] == where[f"bn{k}"] == where[f"relu{k}"], (k, where)
+    assert where["conv4"] == where["bn4"], where
+    # the last ReLU: computed in conv4's workload, then laid out back to NCHW at the edge
+    relu4 = man.operator("relu4")
+    assert where["conv4"] in (relu4.workload, *relu4.also), relu4

@@ -210,10 +210,12 @@ def pipeline(block: int | None) -> list:
         # folded after LegalizeOps); the others as element-wise arithmetic
         "FoldBatchnormToConv2D": tvm.transform.Sequential(
             [t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()]),
-        "SimplifyGraph": simplify_graph(),
+        # blocked: constants folded first, as ConvertLayout wants (else it crashes); a stage
+        # of its own, so that provenance lines up the bindings ConvertLayout remakes in order
+        "SimplifyGraph": simplify_graph() if block is None else tvm.transform.Sequential(
+            [simplify_graph(), t.FoldConstant()]),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
-            [t.FoldConstant(), _as_pass(lambda mod: blocked_layout.convert(mod, block)),
-             t.FoldConstant()]),  # ConvertLayout wants constant weights (else it crashes)
+            [_as_pass(lambda mod: blocked_layout.convert(mod, block)), t.FoldConstant()]),
         "LegalizeOps": t.LegalizeOps() if block is None else
         t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map(block)),
         "AnnotateTIROpPattern": t.AnnotateTIROpPattern(),
