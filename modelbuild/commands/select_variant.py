@@ -31,7 +31,7 @@ def run(args) -> int:
     k = None if args.variant == "default" else int(args.variant)
     path = variants.select(layout, args.workload, k)
     if k is None:
-        console.print(f"{args.workload}: no active record; builds with TVM's default schedule")
+        console.print(f"{args.workload}: no active record; builds with the target's default schedule")
     else:
         console.print(f"{args.workload}: variant {k} is now {path}")
     return 0

@@ -38,7 +38,7 @@ MODES = ("one-at-a-time", "cross")
 # medians (less exposed to noise in the rest of the model on a busy machine).
 CRITERIA = ("latency", "workload")
 
-Step = dict  # workload -> variant number, None for "no record" (TVM's default schedule), or
+Step = dict  # workload -> variant number, None for "no record" (the target's default schedule), or
 # a compute's name (the default schedule on that compute: variants.choose)
 
 

@@ -17,7 +17,7 @@ def _does_not_apply(err: Exception, name: str, record: records.Record) -> BuildE
     return BuildError(f"the schedule trace does not apply: {summarize(err)}",
                       file=record.path, workload=name,
                       hint="fix the edited instruction or decision, or delete the file "
-                           "to use TVM's default schedule")
+                           "to use the target's default schedule")
 
 
 def check_decisions(func, name: str, record: records.Record) -> None:
@@ -57,7 +57,7 @@ def check_decisions(func, name: str, record: records.Record) -> None:
             f"TVM would use {got} instead",
             file=record.path, workload=name,
             hint="edit the decision to a valid value, or delete the file to use "
-                 "TVM's default schedule")
+                 "the target's default schedule")
 
 
 def apply_record(func, name: str, record: records.Record, target):
@@ -104,5 +104,5 @@ def check_record(record: records.Record, func, name: str,
             "(the model or the partition passes changed)",
             file=record.path, workload=name,
             hint="re-tune or re-sample this workload, or delete the file to build "
-                 "it with TVM's default schedule")
+                 "it with the target's default schedule")
     return record

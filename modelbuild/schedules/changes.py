@@ -46,11 +46,11 @@ def record_changes(old: dict, new: dict) -> list[str]:
         return []
     if nk == "default":
         back = " (and the direct compute)" if _compute(old) != "direct" else ""
-        return [f"record {old.get('file', '')} removed: back to TVM's default schedule{back}"]
+        return [f"record {old.get('file', '')} removed: back to the target's default schedule{back}"]
     where = new.get("file", "")
     if ok == "default":
         how = f": compute {_compute(new)}" if nk == "compute" else ""
-        return [f"record {where} added{how} (was TVM's default schedule)"]
+        return [f"record {where} added{how} (was the target's default schedule)"]
     if nk == "conflict":
         return [f"two records for one workload: {', '.join(new['files'])} (the build will fail)"]
     if nk == "invalid":

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..core.errors import BuildError, summarize
 
-HINT = "fix the schedule function, or delete the file to use TVM's default schedule"
+HINT = "fix the schedule function, or delete the file to use the target's default schedule"
 
 
 def _where(err: BaseException, path: Path) -> str:

@@ -85,7 +85,7 @@ def _row(layout: ModelLayout, w, record, build_target: dict | None) -> Row:
         return Row(w.name, "python", None, str(path), None, count,
                    "hand-written schedule function")
     if isinstance(record, Default):
-        return Row(w.name, "none", None, None, None, count, "TVM's default schedule")
+        return Row(w.name, "none", None, None, None, count, "the target's default schedule")
     if isinstance(record, Invalid):
         return Row(w.name, "invalid", None, str(path), None, count, record.reason)
     if isinstance(record, Variant):

@@ -46,7 +46,7 @@ def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, co
 
 
 def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
-    """Make variant ``k`` the active record (None: no record, TVM's default schedule)."""
+    """Make variant ``k`` the active record (None: no record, the target's default schedule)."""
     active = layout.record(workload)
     if k is None:
         active.unlink(missing_ok=True)
