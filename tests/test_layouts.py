@@ -302,3 +302,25 @@ def test_explain_puts_each_batchnorm_with_its_convolution_in_the_blocked_layout(
     # the last ReLU: computed in conv4's workload, then laid out back to NCHW at the edge
     relu4 = man.operator("relu4")
     assert where["conv4"] in (relu4.workload, *relu4.also), relu4
+
+
+def test_constants_folded_in_numpy_equal_tvms_foldconstant(tmp_path, monkeypatch):
+    """partition folds the BatchNorm arithmetic and the weights' layouts in numpy (densenet121:
+    72 s -> 4 s); the module is the one TVM's FoldConstant makes, constants bit for bit."""
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+
+    from modelbuild.steps import graph_passes, partition
+    from modelbuild.targets import registry
+
+    project = make_project(tmp_path / "p", {"m": _bn_layers_model(), "c": _cleanup_model()})
+    target = tvm.target.Target(registry.resolve("llvm").tvm_target)
+    for name in ("m", "c"):
+        imported = partition.import_model(models_mod.discover(project.root / "models")[name])
+        ours = partition.fuse_stages(imported, target, 16)
+        with monkeypatch.context() as m:
+            m.setattr(graph_passes, "fold_constants", lambda: relax.transform.FoldConstant())
+            tvms = partition.fuse_stages(imported, target, 16)
+        for stage in ("SimplifyGraph", "ConvertLayout", "FuseTIR"):
+            assert tvm_ffi.structural_equal(ours[stage], tvms[stage], map_free_vars=True), stage
