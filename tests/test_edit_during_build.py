@@ -166,11 +166,11 @@ from _tiling import FACTOR
 
 
 def schedule(sch):
-    block = sch.get_sblock("conv2d_nchw")
-    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    block = sch.get_sblock("conv2d_NCHWc")
+    n, f, y, x, fb, rc, ry, rx = sch.get_loops(block)
     outer, inner = sch.split(x, factors=[None, FACTOR])
-    sch.reorder(n, f, y, rc, ry, rx, outer, inner)
-    sch.vectorize(inner)
+    sch.reorder(n, f, y, rc, ry, rx, outer, inner, fb)
+    sch.vectorize(fb)
 '''
 
 

@@ -51,11 +51,14 @@ def _double_weight(project):
     """An edit of the graph object holding the weight w2: its values doubled, same size."""
     model = onnx.load(str(project.root / "models" / "tiny.onnx"))
     w2 = next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == "w2")
-    raw = w2.astype(np.float32).tobytes()
-    doubled = (w2.astype(np.float32) * 2).tobytes()
-    for path in sorted((project.root / "build/tiny/partition/graph").iterdir()):
-        if raw in path.read_bytes():
-            return path, lambda data: data.replace(raw, doubled, 1)
+    o, i, h, w = w2.shape  # as imported (NCHW), or laid out OIHW{i}i{o}o (NCHWc, the default)
+    blocked = w2.reshape(1, o, 1, i, h, w).transpose(0, 2, 4, 5, 3, 1)
+    for layout in (w2, blocked):
+        raw = np.ascontiguousarray(layout, np.float32).tobytes()
+        doubled = np.ascontiguousarray(layout * 2, np.float32).tobytes()
+        for path in sorted((project.root / "build/tiny/partition/graph").iterdir()):
+            if raw in path.read_bytes():
+                return path, lambda data, raw=raw, doubled=doubled: data.replace(raw, doubled, 1)
     raise AssertionError("no graph object holds w2's bytes")
 
 

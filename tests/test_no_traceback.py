@@ -103,8 +103,8 @@ def test_an_internal_error_is_one_paragraph_with_the_way_to_the_traceback(tiny_c
 
 SPLIT = '''
 def schedule(sch):
-    block = sch.get_sblock("conv2d_nchw")
-    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    block = sch.get_sblock("conv2d_NCHWc")
+    n, f, y, x, fb, rc, ry, rx = sch.get_loops(block)
     sch.split(x, factors=[None, 4])
 '''
 

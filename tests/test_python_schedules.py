@@ -8,17 +8,17 @@ from conftest import assert_close, model_inputs, run_library, sha256, tiny_conv_
 
 SPLIT_AND_VECTORIZE = '''
 def schedule(sch):
-    block = sch.get_sblock("conv2d_nchw")
-    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    block = sch.get_sblock("conv2d_NCHWc")  # the blocked layout's, the CPU default
+    n, f, y, x, fb, rc, ry, rx = sch.get_loops(block)
     x_outer, x_inner = sch.split(x, factors=[None, 8])
-    sch.reorder(n, f, y, rc, ry, rx, x_outer, x_inner)
-    sch.vectorize(x_inner)
+    sch.reorder(n, f, y, rc, ry, rx, x_outer, x_inner, fb)
+    sch.vectorize(fb)
     sch.parallel(f)
 '''
 
 RAISES = '''
 def schedule(sch):
-    block = sch.get_sblock("conv2d_nchw")
+    block = sch.get_sblock("conv2d_NCHWc")
     loops = sch.get_loops(block)
     sch.vectorize(sch.get_sblock("conv2d_nhwc"))
 '''

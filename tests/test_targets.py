@@ -285,8 +285,11 @@ def test_llvm_builds_for_this_machines_cpu_and_mcpu_chooses_another(tiny_copy):
     x = model_inputs(tiny_copy.root, "tiny")
     expected = run_library(tiny_copy.library("tiny"), x)
     back = tiny_copy.doit("build:tiny")
-    assert {t for t in back.from_cache if t.startswith("codegen:")} == {
-        f"codegen:tiny/{name[:-2]}" for name in objects}
+    # x86-64 (no AVX) blocks channels by 4, not by the host's vector: its workloads need not
+    # have the host's names; those whose objects it replaced come back from the cache
+    restored = {t for t in back.from_cache if t.startswith("codegen:")}
+    assert restored and restored <= {f"codegen:tiny/{name[:-2]}" for name in objects}
+    assert not back.ran_kind("codegen"), back.output
     assert tiny_copy.objects("tiny") == objects
     assert_close(run_library(tiny_copy.library("tiny"), x), expected)
     bad = tiny_copy.doit("build:tiny", "mcpu=nosuch", check=False)

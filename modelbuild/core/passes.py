@@ -18,9 +18,10 @@ LAYOUTS = {
 }
 
 
-def default_layout(target_kind: str) -> str:
+def default_layout(target_kind: str, can_block: bool = True) -> str:
     """The layout of a model that declares none: the one that measured fastest on the
     declared models for the target's kind. CPU targets (``llvm``, ``c``): NCHWc, 3.5-5.2x
     faster than NCHW on every declared model through LLVM (AVX-512 Zen 5:
-    bench/README.md). ``cuda``: NCHW (the blocked layout is a CPU layout)."""
-    return "NCHWc" if target_kind in ("llvm", "c") else "NCHW"
+    bench/README.md). ``cuda``, and a target registered without a channel block
+    (``can_block`` False: no ``vector_floats``): NCHW."""
+    return "NCHWc" if can_block and target_kind in ("llvm", "c") else "NCHW"

@@ -83,7 +83,8 @@ def _with_layouts(found: dict, override: str | None, target: TargetSpec) -> dict
         models.check_layout(override, where="layout (the doit variable)")
     out = {}
     for name, spec in found.items():
-        layout = override or spec.layout or default_layout(target.kind)
+        layout = (override or spec.layout
+                  or default_layout(target.kind, target.vector_floats is not None))
         if layout != "NCHW" and target.vector_floats is None:
             raise BuildError(f"model '{name}': layout {layout} needs a CPU target; target "
                              f"{target.name} takes NCHW only", file=spec.declaration,

@@ -65,6 +65,16 @@ def _remove_outputs(paths, owner: str = "") -> None:
                 path.unlink()
 
 
+def _remove_others(layout, workloads: set) -> None:
+    """After a link: the lowered TIR and objects of workloads the model no longer has (an
+    earlier layout's, CPU's or model's), with their stamps. The library never used them
+    (link takes the manifest's); they only piled up. Their cache entries stay."""
+    for folder in (layout.lowered("x").parent, layout.object("x").parent):
+        for path in folder.glob("*") if folder.is_dir() else ():
+            if path.is_file() and path.name.split(".", 1)[0] not in workloads:
+                path.unlink(missing_ok=True)
+
+
 def _clean_with_stamp(task) -> None:
     _remove_outputs(task.targets, task.name)
 
@@ -130,7 +140,8 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             "link", model,
             doc=f"link {layout.library}",
             actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
-                     (link_check.record, [layout.library, link_config])],
+                     (link_check.record, [layout.library, link_config]),
+                     (_remove_others, [layout, {w.name for w in man.workloads}])],
             file_dep=[str(p) for p in [*objects, *graph]],
             targets=[str(layout.library)],
             uptodate=[config_changed(link_config), link_check.LibraryIntact(layout.library)],

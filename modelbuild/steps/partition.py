@@ -199,7 +199,8 @@ def fuse_stages(mod, target, block: int | None = None) -> dict:
 def channel_block(spec: ModelSpec, target_spec: TargetSpec) -> int | None:
     """The channel block the model is built with (None: NCHW); a spec without a layout
     (not chosen by a build's context) gets the target's default."""
-    if (spec.layout or default_layout(target_spec.kind)) == "NCHW":
+    can_block = target_spec.vector_floats is not None
+    if (spec.layout or default_layout(target_spec.kind, can_block)) == "NCHW":
         return None
     return target_spec.vector_floats(target_spec.tvm_target)
 
