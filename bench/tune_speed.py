@@ -1,31 +1,35 @@
 """Tuning trials per minute on the executor: `serve --workers 1` and `--workers 2`, side by side.
 
-    python bench/tune_speed.py [--light squeezenet] [--trials 16]
+    python bench/tune_speed.py [--light squeezenet] [--trials 48]
                                [--json bench/results/tune_speed.json]
 
 The same workload set (the tiny test model's workloads, or with --light NAME the
 onnx zoo's light_NAME with random weights, the workloads `tune` picks by time)
 is tuned with the same budget and seed, each run in a fresh copy of a
 partitioned project with `python -m modelbuild serve --workers W` running
-(started untimed). The figures come from `tune --json`: trials per minute, the
-median build and measure (lock held) seconds per candidate on the workers, and
-the time the rounds spent on the workers (``cluster_s``: first build submitted to
-last result back) and the rest, the tune process's own (search, cost model,
-database: ``search_s``).
+(started untimed; serve's workers have one thread each, so "workers of the same
+size"). The search runs on the workers, a chunk of one workload each
+(graph/tune_coordinator.py); the figures come from `tune --json`: trials per
+minute, the chunks and their median seconds on a worker, the median build and
+measure (lock held) seconds per candidate, the seconds the workers waited for
+their machine's measuring lock, the workers' search seconds (a chunk's time
+besides its builds and measurements) and how busy the workers were.
 
-Projection to 8/32/128 workers, one per machine (each measures alone): a round
-of R candidates (MetaSchedule's 64 for large budgets) costs the search's share
-plus ceil(R / W) x (build + measure) on the workers, so trials per minute stop
-growing once W reaches R, and long before when the search dominates (Amdahl).
-On one machine the workers measure in turns: at most 60 / measure per minute.
-A model from this machine's measurements, not a measurement of a cluster.
+Where it stops scaling (the projection printed, one worker per machine): a
+workload has at most one chunk in flight while others gain as much, so beyond
+as many workers as workloads with budget left the extra workers add little
+(W_eff = min(W, workloads)); trials per minute ~ W_eff x trials per chunk x 60 /
+seconds per chunk. All workers on one machine measure in turns: at most
+60 / measure seconds per candidate per machine. The budget needs two chunks or
+more per workload (--trials >= 4 x workloads) for a second worker to help past
+the first chunks. A model from this machine's measurements, not a measurement
+of a cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import signal
@@ -42,7 +46,6 @@ from rich.table import Table  # noqa: E402
 
 console = Console()
 WORKERS = (8, 32, 128)
-ROUND = 64  # MetaSchedule's candidates per round for budgets of thousands of trials
 
 
 def env() -> dict:
@@ -90,19 +93,16 @@ def tune_with(base: Path, model: str, workers: int, trials: int) -> dict:
         serve.wait(60)
 
 
-def projection(t: dict, rounds_of: int) -> dict:
-    """Trials per minute on W machines (one worker each), from one run's figures: the
-    search costs about the same per round whatever its size (a population of 512 evolved
-    with the cost model), so a round of ``rounds_of`` costs one search plus
-    ceil(rounds_of / W) candidates' build and measure in turn on each worker."""
-    search = t["search_s"] / max(1, t["rounds"])  # the tune process's seconds per round
-    work = (t["build_s"] or 0) + (t["measure_s"] or 0)
-    out = {}
-    for w in WORKERS:
-        out[w] = 60 * rounds_of / (search + math.ceil(rounds_of / w) * work)
-    out["search_bound"] = 60 * rounds_of / search if search else None
+def projection(t: dict) -> dict:
+    """Trials per minute on W machines (one worker each), from one run's figures: each
+    worker runs chunks of ``trials / chunks`` trials taking ``chunk_s`` seconds, and at most
+    as many workers as workloads are busy at once."""
+    per_chunk = sum(t["trials"].values()) / max(1, t["chunks"])
+    workloads = len(t["calls"])
+    out = {w: 60 * min(w, workloads) * per_chunk / t["chunk_s"] for w in WORKERS}
+    out["workloads"] = workloads
+    out["trials_per_chunk"] = per_chunk
     out["one_machine_measure_bound"] = 60 / t["measure_s"] if t["measure_s"] else None
-    out["search_s_per_round"] = search
     return out
 
 
@@ -110,33 +110,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--light", help="the onnx zoo's light_NAME (random weights) instead "
                                         "of the tiny test model")
-    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--trials", type=int, default=48)
     parser.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "tune_speed.json")
     args = parser.parse_args()
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="modelbuild-tune-bench-") as tmp:
         base, model = partitioned(Path(tmp), args.light)
         runs = {w: tune_with(base, model, w, args.trials) for w in (1, 2)}
     table = Table(title=f"{model}: tune --total-trials {args.trials} on `serve --workers W` "
-                        f"(this machine: {os.cpu_count()} cores, shared)")
-    for col in ("workers", "trials/min", "build s/cand.", "measure s/cand.", "rounds on workers s",
-                "search s (tune process)", "seconds"):
+                        f"(this machine: {os.cpu_count()} cores, shared; load average before: "
+                        f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f})")
+    for col in ("workers", "trials/min", "chunks", "s/chunk", "build s/cand.",
+                "measure s/cand.", "lock wait s", "search s (workers)", "busy", "seconds"):
         table.add_column(col, justify="right")
     for w, t in runs.items():
-        table.add_row(str(w), f"{t['trials_per_minute']}", f"{t['build_s']}", f"{t['measure_s']}",
-                      f"{t['cluster_s']}", f"{t['search_s']}", f"{t['seconds']}")
+        table.add_row(str(w), f"{t['trials_per_minute']}", f"{t['chunks']}", f"{t['chunk_s']}",
+                      f"{t['build_s']}", f"{t['measure_s']}", f"{t['lock_wait_s']}",
+                      f"{t['search_s']}", f"{t['busy']}", f"{t['seconds']}")
     console.print(table)
     ratio = runs[2]["trials_per_minute"] / runs[1]["trials_per_minute"]
-    console.print(f"2 workers / 1 worker: {ratio:.2f}x trials per minute (target >= 1.7x)")
-    proj = projection(runs[2], ROUND)
-    console.print("projected, one worker per machine, rounds of 64 candidates: "
-                  + ", ".join(f"{w} workers {proj[w]:.0f}/min" for w in WORKERS)
-                  + f"; bound by the search alone ({proj['search_s_per_round']:.0f} s a round): "
-                    f"{proj['search_bound']:.0f}/min"
-                  + f"; all workers on one machine (measuring in turns): at most "
-                    f"{proj['one_machine_measure_bound']:.0f}/min")
+    console.print(f"2 workers / 1 worker: {ratio:.2f}x trials per minute (target >= 1.7x); "
+                  f"load average after: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    proj = projection(runs[2])
+    console.print(f"projected, one worker per machine, chunks of {proj['trials_per_chunk']:.1f} "
+                  "trials: " + ", ".join(f"{w} workers {proj[w]:.0f}/min" for w in WORKERS)
+                  + f"; it stops scaling at {proj['workloads']} workers (one per workload with "
+                    "budget left)"
+                  + (f"; all workers on one machine (measuring in turns): at most "
+                     f"{proj['one_machine_measure_bound']:.0f}/min"
+                     if proj["one_machine_measure_bound"] else ""))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"model": model, "trials": args.trials, "runs": runs,
-                                     "ratio": ratio, "projection": proj}, indent=1))
+                                     "ratio": ratio, "projection": proj,
+                                     "load_before": load, "load_after": os.getloadavg()},
+                                    indent=1))
 
 
 if __name__ == "__main__":

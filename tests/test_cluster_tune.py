@@ -1,7 +1,7 @@
 """`tune` on the project's executor: a real distributed.LocalCluster of two worker processes
 on 127.0.0.1, found through $MODELBUILD_EXECUTOR, tuning two of the tiny model's workloads.
 
-What these tests can show: candidates go to both workers, the records they give build
+What these tests can show: chunks of the search go to both workers, the records they give build
 and match onnxruntime, a killed worker costs no measured trial, a mixed cluster is
 refused by name. What they cannot: that timings stay clean. Both workers share this
 machine's 2 cores (and the tune process, and other test runs); the per-host lock
@@ -23,7 +23,7 @@ from conftest import assert_close, cli, load_library, model_inputs, onnx_output,
 
 distributed = pytest.importorskip("distributed")
 
-TRIALS = 8  # two rounds of 4: the gradient scheduler's first pass gives each workload one
+TRIALS = 8  # four chunks of 2: the coordinator's first pass gives each workload one
 
 
 def _workloads(project) -> list[str]:
@@ -76,7 +76,7 @@ def test_candidates_run_on_both_workers_and_the_records_match_onnxruntime(tiny_c
 
 
 def _in_flight(client) -> list[str]:
-    """Workers running a candidate's build or measurement now."""
+    """Workers running a chunk of the search now."""
     return [w for w, keys in client.processing().items()
             if any(str(k).startswith("tune-") for k in keys)]
 
@@ -197,7 +197,7 @@ def test_a_lost_scheduler_stops_the_tune_in_one_line_and_keeps_its_trials(tiny_c
             os.killpg(serve.pid, signal.SIGKILL)
         serve.wait()
     kept = len(_records(work_dir))
-    assert tune.returncode == 1 and "Traceback" not in out + err, err
+    assert tune.returncode == 1 and "Traceback" not in out + err, out + err
     assert "theexecutorwentawaymid-tune" in "".join(err.split())
     assert "".join(f"the {kept} trials measured so far are in {work_dir}".split()) in \
         "".join(err.split())

@@ -139,10 +139,13 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
         started = time.perf_counter()
         with _interrupt_noted() as interrupted:
             try:
-                place["trained"] = tuning.tune(
-                    chosen, spec, work_dir, total - already, weights=calls,
-                    max_per_workload=per, seed=args.seed, on_measured=on_measured,
-                    runner=place["runner"], builder=place["builder"])
+                how = {"weights": calls, "max_per_workload": per, "seed": args.seed,
+                       "on_measured": on_measured}
+                place["trained"] = (
+                    place["cluster"].tune(chosen, spec, work_dir, total - already, **how)
+                    if place["cluster"] else
+                    tuning.tune(chosen, spec, work_dir, total - already, **how,
+                                runner=place["runner"], builder=place["builder"]))
             except BaseException as err:
                 _stopped(err, interrupted, place["cluster"], work_dir, out)
                 raise
@@ -194,11 +197,11 @@ def _rpc_place(args) -> dict | None:
 
 
 def _place(args, ws) -> dict:
-    """Where candidates are built and measured: the executor's workers, or this machine."""
+    """Where the search runs: the executor's workers (a chunk each), or this machine."""
     cluster = None if args.local else tune_cluster.connect(ws.project, ws.spec, args.per_cpu)
     if cluster is None:
         return {"cluster": None, "builder": None, "runner": None, "where": "this machine"}
-    return {"cluster": cluster, "builder": cluster.builder, "runner": cluster.runner,
+    return {"cluster": cluster, "builder": None, "runner": None,
             "where": f"executor {cluster.address} ({cluster.workers} workers, {cluster.cpu})"}
 
 
@@ -269,7 +272,7 @@ def _say(out, summary: dict, measured: dict, calls: dict) -> None:
               + "; per workload (calls per run): "
               + ", ".join(f"{n} {k} ({calls[n]})" for n, k in sorted(measured.items(),
                                                                key=lambda kv: -kv[1]))
-              + (f"; candidates ran on {len(summary['workers_used'])} of "
+              + (f"; {summary['chunks']} chunks ran on {len(summary['workers_used'])} of "
                  f"{summary['workers']} workers" if "workers" in summary else ""))
 
 

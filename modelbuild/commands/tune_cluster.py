@@ -3,7 +3,8 @@
 The executor is the one builds use (``executor`` in pyproject.toml,
 $MODELBUILD_EXECUTOR, else a running `serve` of the project). Its workers are
 asked for their CPU all at once; a mixed cluster is refused by name. The
-search stays here; graph/cluster_tune.py sends candidates out.
+search runs on the workers, a chunk of one workload each; this process
+coordinates (graph/tune_coordinator.py).
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.errors import BuildError
-from ..graph import cluster_tune, executor
+from ..graph import cluster_tune, executor, tune_coordinator
 
 
 @dataclass
 class Cluster:
-    """A connected executor ready to tune: its builder, runner, CPU and workers."""
+    """A connected executor ready to tune: its client, the code its workers run, its CPU."""
 
     address: str
     client: object
-    builder: object
-    runner: object
+    expected: dict
     cpu: str
     hosts: int
     workers: int
@@ -29,7 +29,13 @@ class Cluster:
 
     def describe(self) -> str:
         return (f"on the executor {self.address}: {self.workers} worker(s) on {self.hosts} "
-                f"machine(s), CPU {self.cpu}; each machine's workers measure in turns")
+                f"machine(s), CPU {self.cpu}; each worker searches a chunk of one workload, "
+                "each machine's workers measure in turns")
+
+    def tune(self, funcs: dict, spec, work_dir, total: int, **how) -> int:
+        """The search on the workers (graph/tune_coordinator.py); what the cost model saw."""
+        return tune_coordinator.tune(self.client, self.expected, self.stats, funcs, spec,
+                                     work_dir, total, **how)
 
     def live_workers(self) -> int:
         try:
@@ -54,26 +60,33 @@ def connect(project, spec, per_cpu: bool = False) -> Cluster | None:
     answers = cluster_tune.probe_workers(client)
     expected = cluster_tune.code_check(answers)
     cpu = cluster_tune.check_cpus(answers, spec.tvm_target.get("mcpu"))
-    stats = cluster_tune.Stats()
-    builder, runner = cluster_tune.builder_and_runner(client, expected, stats)
-    return Cluster(found.address, client, builder, runner, cpu,
-                   hosts=len({a["host"] for a in answers.values()}), workers=len(answers),
-                   stats=stats)
+    return Cluster(found.address, client, expected, cpu,
+                   hosts=len({a["host"] for a in answers.values()}), workers=len(answers))
 
 
 def summary(cluster: Cluster, seconds: float) -> dict:
-    """What the workers did (for --json and bench/tune_speed.py): which ran candidates, the
-    failed ones, median build and measure (lock held) seconds per candidate, and the
-    tune process's own time (search, cost model, database) besides waiting for them."""
+    """What the workers did (for --json and bench/tune_speed.py): which ran chunks, the
+    chunks and their median seconds on a worker, the lost ones, the failed trials, median
+    build and measure (lock held) seconds per candidate, the seconds spent waiting for a
+    machine's measuring lock, the workers' search seconds (a chunk's time besides its
+    builds and measurements) and how busy the workers were over the tune."""
     import statistics
 
     st = cluster.stats
+
+    def median(values):
+        return round(statistics.median(values), 4) if values else None
+
+    worker_s = sum(st.chunk_s)
     return {"workers": cluster.workers, "workers_used": sorted(w for w in st.workers_used if w),
-            "failed": st.errors,
-            "build_s": round(statistics.median(st.build_s), 4) if st.build_s else None,
-            "measure_s": round(statistics.median(st.measure_s), 4) if st.measure_s else None,
-            "rounds": st.rounds, "cluster_s": round(st.cluster_seconds(), 2),
-            "search_s": round(max(0.0, seconds - st.cluster_seconds()), 2)}
+            "failed": st.errors, "chunks": st.chunks, "lost_chunks": st.lost_chunks,
+            "chunk_s": median(st.chunk_s), "build_s": median(st.build_s),
+            "measure_s": median(st.measure_s), "lock_wait_s": round(st.lock_wait_s, 2),
+            "search_s": round(max(0.0, worker_s - sum(st.build_s) - sum(st.measure_s)
+                                  - st.lock_wait_s), 2),
+            "worker_s": round(worker_s, 2),
+            "busy": round(worker_s / (cluster.workers * seconds), 3) if seconds > 0 else None,
+            **({"last_lost": st.last_error} if st.last_error else {})}
 
 
 def estimate(best: dict[str, float], calls: dict[str, int], workloads: int) -> str:

@@ -1,32 +1,18 @@
-"""Tuning on the executor's Dask workers: MetaSchedule's builder and runner, as Dask tasks.
+"""Tuning on the executor's Dask workers: check them before any work, count what they do.
 
-MetaSchedule's search (evolutionary, XGBoost cost model, gradient task scheduler
-weighted by calls) stays in the tune process; only the candidates go out. For
-each candidate, ``DaskBuilder.build`` submits a build task (tune_worker.build)
-and returns at once, naming the task's future instead of a path; ``DaskRunner.run``
-submits the measurement with that future as input, so Dask runs it where the
-built bytes are (or moves them, worker to worker). A round's candidates thus
-build and measure on every worker at once, and the round ends when all are back.
-
-A worker that dies takes only its in-flight tasks: Dask runs them again on
-another worker (serve allows one retry), and a candidate that still fails comes
-back as an error result, which MetaSchedule records as a failed trial. A lost
-scheduler stops the tune (``ExecutorLost``): what was measured is in the
-database already, and ``tune --resume`` goes on from there.
+Before a cluster tune, every worker is asked (all at once) for its CPU, its
+features and the code it runs: a mixed cluster or other code is refused by name.
+``Stats`` counts the chunks that come back (graph/tune_coordinator.py runs them).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from dataclasses import dataclass, field
 
 from ..core.errors import BuildError
 from . import tune_worker
 
-EVALUATOR = {"number": 3, "repeat": 1, "min_repeat_ms": 100,  # MetaSchedule's defaults
-             "enable_cpu_cache_flush": False}
 PROBE_TIMEOUT = 120  # seconds for every worker to report its CPU (the first imports TVM)
 
 
@@ -37,48 +23,37 @@ class ExecutorLost(Exception):
 
 @dataclass
 class Stats:
-    """What the cluster did so far, for the progress line and bench/tune_speed.py."""
+    """What the cluster did so far, for the progress line, --json and bench/tune_speed.py."""
 
     started: float = field(default_factory=time.perf_counter)
     done: int = 0
-    errors: int = 0
-    build_s: list = field(default_factory=list)
-    measure_s: list = field(default_factory=list)
+    errors: int = 0  # trials whose candidate failed to build or run
+    chunks: int = 0
+    lost_chunks: int = 0
+    chunk_s: list = field(default_factory=list)  # each chunk's seconds on its worker
+    build_s: list = field(default_factory=list)  # per candidate
+    measure_s: list = field(default_factory=list)  # per candidate, the measuring lock held
+    lock_wait_s: float = 0.0
+    trained: int = 0  # the most measurements a chunk's cost model was trained on
     workers_used: set = field(default_factory=set)
-    rounds: int = 0
-    rounds_s: float = 0.0  # from each round's first build submitted to its last result back
-    round_start: float | None = None
-    round_end: float | None = None
+    last_error: str | None = None  # the last lost chunk's reason
     lost: str | None = None  # why the executor went away, once it has
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, result: dict) -> None:
-        with self.lock:
-            self.done += 1
-            self.round_end = time.perf_counter()
-            self.errors += result.get("secs") is None
-            self.workers_used.add(result.get("worker"))
-            self.build_s.append(result.get("build_s", 0.0))
-            if result.get("secs") is not None:
-                self.measure_s.append(result.get("measure_s", 0.0))
+    def add(self, result: dict, failed: int) -> None:
+        """A chunk is back, its records committed (``failed`` of them without a time)."""
+        self.chunks += 1
+        self.done += len(result["records"])
+        self.errors += failed
+        self.workers_used.add(result["worker"])
+        self.chunk_s.append(result["seconds"])
+        self.build_s += result["build_s"]
+        self.measure_s += result["measure_s"]
+        self.lock_wait_s += result["lock_wait_s"]
+        self.trained = max(self.trained, result["trained"])
 
-    def new_round(self) -> None:
-        """A round's candidates go out: the previous round's span is counted."""
-        with self.lock:
-            self._close_round()
-            self.rounds += 1
-            self.round_start = time.perf_counter()
-
-    def _close_round(self) -> None:
-        if self.round_start is not None and self.round_end is not None:
-            self.rounds_s += max(0.0, self.round_end - self.round_start)
-        self.round_start = self.round_end = None
-
-    def cluster_seconds(self) -> float:
-        """Seconds the rounds spent on the workers (the rest: the tune process's search)."""
-        with self.lock:
-            self._close_round()
-            return self.rounds_s
+    def add_lost(self, why: str) -> None:
+        self.lost_chunks += 1
+        self.last_error = why
 
     def per_minute(self) -> float:
         elapsed = time.perf_counter() - self.started
@@ -143,75 +118,3 @@ def code_check(answers: dict[str, dict]) -> dict:
                          hint="restart `python -m modelbuild serve` (or the cluster's workers) "
                               "with this TVM and modelbuild")
     return expected
-
-
-def builder_and_runner(client, expected: dict, stats: Stats):
-    """MetaSchedule's PyBuilder and PyRunner submitting to ``client``'s workers."""
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-    from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture, RunnerResult
-
-    pending: dict[str, object] = {}
-
-    def submit(func, *args):
-        try:
-            return client.submit(func, expected, *args, pure=False,
-                                 key=f"tune-{func.__name__}-{os.urandom(6).hex()}")
-        except Exception as err:  # noqa: BLE001 - a closed client: the scheduler is gone
-            stats.lost = f"{type(err).__name__}: {err}"
-            raise ExecutorLost(stats.lost) from None
-
-    @derived_object
-    class DaskBuilder(PyBuilder):
-        def build(self, build_inputs):
-            import tvm
-
-            out = []
-            stats.new_round()
-            for one in build_inputs:
-                future = submit(tune_worker.build, tvm.ir.save_json(one.mod),
-                                one.target.export())
-                pending[future.key] = future
-                out.append(BuilderResult(f"dask:{future.key}", None))
-            return out
-
-    @derived_object
-    class DaskFuture(PyRunnerFuture):
-        def __init__(self, future):
-            super().__init__()
-            self.future = future
-
-        def done(self):
-            return self.future.done()
-
-        def result(self):
-            return RunnerResult(*_result(client, self.future, stats))
-
-    @derived_object
-    class DaskRunner(PyRunner):
-        def run(self, runner_inputs):
-            return [DaskFuture(submit(tune_worker.measure,
-                                      pending.pop(str(one.artifact_path)[len("dask:"):]),
-                                      [a.as_json() for a in one.args_info], EVALUATOR,
-                                      str(one.device_type)))
-                    for one in runner_inputs]
-
-    return DaskBuilder(), DaskRunner()
-
-
-def _result(client, future, stats: Stats) -> tuple:
-    """(run_secs, error) of one measurement; ExecutorLost when the scheduler is gone."""
-    try:
-        result = future.result()
-    except Exception as err:  # noqa: BLE001 - a lost worker (twice) or scheduler, in words
-        if client.status != "running":  # reconnecting, or given up: the scheduler is gone
-            stats.lost = f"{type(err).__name__}"
-            raise ExecutorLost(stats.lost) from None
-        name = type(err).__name__
-        result = {"secs": None, "worker": None,
-                  "error": ("its worker died running it twice (KilledWorker)"
-                            if name == "KilledWorker" else f"{name}: {err}")}
-    stats.add(result)
-    if result["secs"] is None:
-        return None, f"modelbuild cluster tune: {result['error']}"
-    return result["secs"], None

@@ -1,30 +1,32 @@
-"""What a tuning worker runs: probe its CPU, build one MetaSchedule candidate, measure one.
+"""What a tuning worker runs: probe its CPU, tune one chunk of one workload.
 
-The tune process (search, cost model, task scheduler) submits these functions to
-the executor's Dask workers (cluster_tune.py). Inputs and outputs are plain data:
-the candidate's IRModule as TVM JSON text, the target as its dict, the built
-module as the bytes of its exported tar, timings as floats. No shared file
-system is assumed; nothing here returns a path.
+The tune process (the coordinator: which workload gets the next chunk) submits
+these functions to the executor's Dask workers (graph/tune_coordinator.py). A
+chunk is a whole MetaSchedule search of one workload for a few trials, on the
+worker's own threads, building here. Inputs and outputs are plain data: the
+workload's IRModule as TVM JSON text, the target as its dict, the tuning records
+as JSON text, timings as floats. No shared file system is assumed; nothing here
+returns a path.
 
-Clean timings: ``measure`` holds a Dask lock named for the worker's host while it
-times a candidate, so the workers of one machine measure in turns (the others
-keep building). Each function checks first that the worker runs the TVM and the
-modelbuild code the tune process expects. TVM-free at import.
+Clean timings: a worker holds a Dask lock named for its host while it times a
+candidate, so the workers of one machine measure in turns (the others keep
+searching and building). Each function checks first that the worker runs the
+TVM and the modelbuild code the tune process expects. TVM-free at import.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import tempfile
 import time
-from pathlib import Path
 
 # For tests only: the CPU name a worker reports instead of LLVM's answer. A worker that
 # reports a faked CPU says so (``faked``), and the refusal names it as faked.
 FAKE_CPU_ENV = "MODELBUILD_TEST_FAKE_CPU"
 LOCK_PREFIX = "modelbuild-measure-"
 ROOT = "graph/tune_worker.py"
+EVALUATOR = {"number": 3, "repeat": 1, "min_repeat_ms": 100,  # MetaSchedule's defaults
+             "enable_cpu_cache_flush": False}
 
 
 def identity() -> dict:
@@ -56,49 +58,55 @@ def probe() -> dict:
             "host": socket.gethostname(), "pid": os.getpid(), "identity": identity()}
 
 
-def build(expected: dict, mod_json: str, target: dict) -> dict:
-    """Build one candidate: {"artifact": bytes of the exported tar, "seconds", "error"}."""
-    error = _mismatch(expected)
-    if error:
-        return {"artifact": None, "seconds": 0.0, "error": error}
+def tune_chunk(expected: dict, request: dict) -> dict:
+    """One chunk of a cluster tune here: MetaSchedule's search on one workload for
+    ``request["trials"]`` trials, from its records so far (schedules/tune_chunk.py), with
+    this worker's threads. {"records" (JSON text), "error", "worker", "threads", "seconds",
+    "build_s"/"measure_s" (per candidate), "lock_wait_s", "trained"}."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    threads = max(1, int(worker.state.nthreads))
     start = time.perf_counter()
-    try:
-        import tvm
-        from tvm.support.tar import tar
+    timings: dict = {"build_s": [], "measure_s": [], "lock_wait_s": 0.0}
+    out = {"records": [], "error": _mismatch(expected), "worker": worker.address,
+           "threads": threads, "trained": 0}
+    if out["error"] is None:
+        try:
+            import tvm
 
-        from ..schedules.tune import build_candidate
+            from ..schedules.tune_chunk import tune_one
 
-        module = build_candidate(tvm.ir.load_json(mod_json), tvm.target.Target(target))
-        with tempfile.TemporaryDirectory(prefix="modelbuild-tune-") as tmp:
-            path = Path(tmp) / f"candidate.{tar.output_format}"
-            module.export_library(str(path), fcompile=tar)
-            artifact = path.read_bytes()
-    except Exception as err:  # noqa: BLE001 - a candidate that does not build: its record says why
-        from ..core.errors import summarize
+            out["records"], out["trained"] = tune_one(
+                tvm.ir.load_json(request["mod"]), tvm.target.Target(request["target"]),
+                request["records"], request["trials"], seed=request["seed"], threads=threads,
+                warmup=request["warmup"], timed=lambda *a: _timed(*a, timings=timings),
+                timings=timings)
+        except Exception as err:  # noqa: BLE001 - the chunk is lost, in words, not the tune
+            from ..core.errors import summarize
 
-        return {"artifact": None, "seconds": time.perf_counter() - start,
-                "error": f"build failed on the worker: {summarize(err)}"}
-    return {"artifact": artifact, "seconds": time.perf_counter() - start, "error": None}
+            out["error"] = f"the chunk failed on the worker: {summarize(err)}"
+    return {**out, **timings, "seconds": time.perf_counter() - start}
 
 
-def _timed(artifact: bytes, args_info: list, evaluator: dict,
-           device_type: str) -> tuple[list[float], float]:
-    """The candidate's run times, and how long this worker held its machine's lock."""
+def _timed(path: str, args_info: list, device_type: str, *, timings: dict) -> list[float]:
+    """A built candidate's run times, timed while this worker holds its machine's lock
+    (``timings`` gets the seconds held and waited for)."""
     import tvm
     from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
     from tvm.s_tir.meta_schedule.runner.local_runner import (default_alloc_argument,
                                                              default_run_evaluator)
 
-    with tempfile.TemporaryDirectory(prefix="modelbuild-measure-") as tmp:
-        path = Path(tmp) / "candidate.tar"
-        path.write_bytes(artifact)
-        module = tvm.runtime.load_module(str(path))
-        device = tvm.runtime.device(device_type, 0)
-        args = default_alloc_argument(device, args_info, 1)
-        with _host_lock():
-            start = time.perf_counter()
-            secs = default_run_evaluator(module, device, EvaluatorConfig(**evaluator), args)
-            return [float(s) for s in secs], time.perf_counter() - start
+    module = tvm.runtime.load_module(path)
+    device = tvm.runtime.device(device_type, 0)
+    args = default_alloc_argument(device, args_info, 1)
+    asked = time.perf_counter()
+    with _host_lock():
+        start = time.perf_counter()
+        secs = default_run_evaluator(module, device, EvaluatorConfig(**EVALUATOR), args)
+        timings["measure_s"].append(time.perf_counter() - start)
+    timings["lock_wait_s"] += start - asked
+    return [float(s) for s in secs]
 
 
 def _host_lock():
@@ -106,25 +114,3 @@ def _host_lock():
     from distributed import Lock
 
     return Lock(LOCK_PREFIX + socket.gethostname())
-
-
-def measure(expected: dict, built: dict, args_info: list, evaluator: dict,
-            device_type: str) -> dict:
-    """Time one built candidate here: {"secs", "error", "build_s", "run_s" (loading, waiting
-    for the lock, timing), "measure_s" (holding the lock), "worker"}."""
-    from distributed import get_worker
-
-    start = time.perf_counter()
-    out = {"secs": None, "error": built.get("error") or _mismatch(expected),
-           "build_s": built.get("seconds", 0.0), "measure_s": 0.0,
-           "worker": get_worker().address}
-    if out["error"] is None:
-        try:
-            out["secs"], out["measure_s"] = _timed(built["artifact"], args_info, evaluator,
-                                                   device_type)
-        except Exception as err:  # noqa: BLE001 - a candidate that fails to run: an error record
-            from ..core.errors import summarize
-
-            out["error"] = f"run failed on the worker: {summarize(err)}"
-    out["run_s"] = time.perf_counter() - start
-    return out

@@ -62,12 +62,18 @@ def callbacks(ms, remove_artifacts: bool = True) -> list:
             if remove_artifacts or type(cb).__name__ != "RemoveBuildArtifact"]
 
 
+def warmup_samples(total_trials: int) -> int:
+    """Measurements the XGBoost model sees before it guides the search (MetaSchedule: 100);
+    a small budget lowers that, to a quarter of it."""
+    return min(100, max(8, total_trials // 4))
+
+
 def cost_model(total_trials: int):
     """MetaSchedule's XGBoost model; it predicts at random until it has seen
-    ``num_warmup_samples`` measurements, so a small budget lowers that (to a quarter of it)."""
+    ``warmup_samples`` measurements."""
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.cost_model.XGBModel(num_warmup_samples=min(100, max(8, total_trials // 4)),
+    return ms.cost_model.XGBModel(num_warmup_samples=warmup_samples(total_trials),
                                   verbose_eval=0)
 
 
