@@ -88,7 +88,7 @@ def _with_layouts(found: dict, override: str | None, target: TargetSpec) -> dict
         if layout != "NCHW" and target.vector_floats is None:
             raise BuildError(f"model '{name}': layout {layout} needs a CPU target; target "
                              f"{target.name} takes NCHW only", file=spec.declaration,
-                             hint=f"build it with layout=NCHW, or for target=llvm")
+                             hint="build it with layout=NCHW, or for target=llvm")
         out[name] = dataclasses.replace(spec, layout=layout)
     return out
 
