@@ -67,7 +67,7 @@ def _rows(per_run: list[dict[str, list[float]]], names, latency_ms: float) -> tu
         calls = max(len(run.get(name, ())) for run in per_run)
         median = statistics.median(totals) if calls else 0.0
         return {"median_ms": round(median, 6), "calls": calls,
-                "share": round(median / latency_ms, 4) if latency_ms > 0 else 0.0}
+                "share": round(median / latency_ms, 8) if latency_ms > 0 else 0.0}
 
     called = sorted({n for run in per_run for n in run})
     workloads = {n: row(n) for n in names}
