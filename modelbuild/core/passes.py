@@ -20,7 +20,7 @@ LAYOUTS = {
 
 def default_layout(target_kind: str, can_block: bool = True) -> str:
     """The layout of a model that declares none: the one that measured fastest on the
-    declared models for the target's kind. CPU targets (``llvm``, ``c``): NCHWc, 3.5-5.2x
+    declared models for the target's kind. CPU targets (``llvm``, ``c``): NCHWc, 4.2-5.1x
     faster than NCHW on every declared model through LLVM (AVX-512 Zen 5:
     bench/README.md). ``cuda``, and a target registered without a channel block
     (``can_block`` False: no ``vector_floats``): NCHW."""
