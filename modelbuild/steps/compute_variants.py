@@ -81,10 +81,11 @@ def _winograd_legalize(bb, call, block: int | None = None):
     data_layout, kernel_layout, _ = _layouts(a)
     out_layout = "NCHW"
     weights = call.args[1]
+    reblocked = None if block is None or _blocked(a) else blocked_layout.blocks(call, block)
     if _blocked(a):
         out_layout = data_layout
-    elif block is not None and blocked_layout.blocks(call, block) is not None:
-        inner, outer = blocked_layout.blocks(call, block)
+    elif reblocked is not None:
+        inner, outer = reblocked
         kernel_layout = f"OIHW{inner}i{outer}o"
         weights = bb.emit_te(topi.layout_transform, weights, "OIHW", kernel_layout,
                              primfunc_name_hint="weight_layout")

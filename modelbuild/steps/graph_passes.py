@@ -126,6 +126,16 @@ def _full_rank_constants(self, call):
     return self.builder_.normalize(relax.Call(call.op, args, call.attrs))
 
 
+def _bound_constant(mutator, arg):
+    """The constant ``arg`` is (or a variable the mutator has bound to one), else None."""
+    import tvm
+    from tvm import relax
+
+    bound = mutator.lookup_binding(arg) if isinstance(arg, relax.Var) else None
+    arg = bound if bound is not None else arg
+    return arg if isinstance(arg, tvm.ir.expr.Constant) else None
+
+
 @functools.cache
 def _broadcast_folder_class():
     """Folds ``broadcast_to`` of a constant in numpy and puts constants inline in the calls
@@ -139,16 +149,11 @@ def _broadcast_folder_class():
 
     @mutator
     class FoldBroadcasts(PyExprMutator):
-        def _constant(self, arg):
-            bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
-            arg = bound if bound is not None else arg
-            return arg if isinstance(arg, tvm.ir.expr.Constant) else None
-
         def visit_call_(self, call):
             call = self.builder_.normalize(super().visit_call_(call))
             if not isinstance(call.op, tvm.ir.Op):
                 return call
-            constants = [self._constant(a) for a in call.args]
+            constants = [_bound_constant(self, a) for a in call.args]
             if call.op.name == "relax.broadcast_to" and constants[0] is not None \
                     and _shape(call) is not None:
                 value = np.broadcast_to(constants[0].value.numpy(), _shape(call))
@@ -253,18 +258,13 @@ def _constant_folder_class():
 
     @mutator
     class FoldInNumpy(PyExprMutator):
-        def _constant(self, arg):
-            bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
-            arg = bound if bound is not None else arg
-            return arg if isinstance(arg, tvm.ir.expr.Constant) else None
-
         def visit_call_(self, call):
             call = self.builder_.normalize(super().visit_call_(call))
             if not isinstance(call.op, tvm.ir.Op) or not call.args:
                 return call
             name = call.op.name
             data = call.args[:1] if name in _MOVES else call.args
-            constants = [self._constant(a) for a in data]
+            constants = [_bound_constant(self, a) for a in data]
             if name not in _MOVES and name not in _ARITHMETIC or None in constants:
                 return call
             value = _fold_in_numpy(call, [_array(c) for c in constants])
