@@ -75,14 +75,14 @@ def test_keep_if_faster_leaves_out_a_slower_record_and_keeps_a_faster_one(tmp_pa
     """Both branches, certain: a record that leaves the repeated workload serial and scalar
     (far slower than the default schedule's vectors and threads); the 6-channel one has no
     default rule (TVM's serial loops), and a parallel, vectorized schedule beats that."""
-    source = make_project(tmp_path / "src", {"rep": repeated_conv_model()})
+    source = make_project(tmp_path / "src", {"rep": repeated_conv_model(once_kernel=3)})
     folder = source.root / "schedules" / "rep"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{REPEATED}.py").write_text(UNSCHEDULED)
     (folder / f"{ONCE}.py").write_text(VECTORIZED)
     cli(source, "export", "rep", str(tmp_path / "db"))
 
-    fresh = make_project(tmp_path / "fresh", {"rep": repeated_conv_model()})
+    fresh = make_project(tmp_path / "fresh", {"rep": repeated_conv_model(once_kernel=3)})
     report = json.loads(cli(fresh, "import", "rep", str(tmp_path / "db"), "--keep-if-faster",
                             "--json").stdout)
     assert report["not_faster"] == [REPEATED] and report["written"] == [ONCE]
