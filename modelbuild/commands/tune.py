@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ..core import requires
 from ..core.errors import BuildError
+from ..measure import latency
 from ..schedules import rpc
 from . import options, tune_cluster
 from .output import console, errors
@@ -210,6 +211,7 @@ def run(args) -> int:
     from ..schedules import tune as tuning
 
     requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
+    latency.use_physical_cores()  # candidates are measured on the threads the library runs on
     place = _rpc_place(args)
     ws = resolve_model(args)
     project, choice, spec = ws.project, ws.choice, ws.spec

@@ -32,15 +32,21 @@ def model_inputs(manifest, seed: int = 0, device_name: str = "cpu") -> list:
     return [tvm.runtime.tensor(rng.standard_normal(s).astype(d), dev) for _, s, d in manifest.inputs]
 
 
-def threads() -> int:
-    """The threads a library measured here runs on: ``TVM_NUM_THREADS`` when set, else this
-    machine's physical cores, set as ``TVM_NUM_THREADS`` before TVM's thread pool starts
-    (TVM's own default is half the logical CPUs on x86, assuming hyper-threading: one
-    thread on a 2-vCPU machine). Returns what the pool uses."""
+def use_physical_cores() -> None:
+    """Set ``TVM_NUM_THREADS`` to this machine's physical cores unless it is set: before
+    TVM's thread pool starts, here and in the processes started from here (MetaSchedule's
+    runners). TVM's own default is half the logical CPUs on x86, assuming hyper-threading:
+    one thread on a 2-vCPU machine, where a library runs on two."""
     if not os.environ.get("TVM_NUM_THREADS"):
         import psutil
 
         os.environ["TVM_NUM_THREADS"] = str(psutil.cpu_count(logical=False) or 1)
+
+
+def threads() -> int:
+    """The threads a library measured here runs on (see use_physical_cores). Returns what
+    the pool uses."""
+    use_physical_cores()
     import tvm
 
     return int(tvm.get_global_func("runtime.NumThreads")())
