@@ -1,10 +1,12 @@
 """The channel-blocked layout (``NCHWc``): convolutions in ``NCHW{b}c`` with weights
 ``OIHW{b}i{b}o``, b = the target's vector width in floats (16 with AVX-512, 8 with
 AVX2), and the operators between them (pooling, element-wise, concat, the residual add)
-carried along by TVM's ``ConvertLayout``; a convolution whose channels do not divide
-into blocks, and an operator that cannot take the layout, stay NCHW with a
-``layout_transform`` on each side. Weights are transformed once, at build time
-(partition's ``FoldConstant`` folds the transforms of constants).
+carried along by TVM's ``ConvertLayout``. A convolution whose channels do not divide
+into b takes blocks of its own (``blocks``: an RGB image's first convolution reads
+``NCHW3c`` and writes ``NCHW16c``, so the pooling after it runs blocked too); an
+operator that cannot take the layout stays NCHW with a ``layout_transform`` on each
+side. Weights are transformed once, at build time (partition folds the transforms of
+constants).
 
 TVM's ``LegalizeOps`` refuses blocked conv2d; ``legalize_map`` gives it
 ``topi.nn.conv2d_NCHWc`` (a grouped one: back to NCHW around TOPI's own conv).
@@ -31,8 +33,17 @@ def convert(mod, block: int):
     from tvm import relax
 
     desired = {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+
+    def per_call(call):
+        """Each convolution's own blocks (see blocks); ``desired`` for the others."""
+        blocks_ = blocks(call, block) if call.op.name == "relax.nn.conv2d" else None
+        if blocks_ is None:
+            return desired
+        inner, outer = blocks_
+        return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]}
+
     try:
-        return relax.transform.ConvertLayout(desired)(mod)
+        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(mod)
     except (tvm.error.InternalError, RuntimeError, ValueError) as err:
         reason = (str(err).strip().splitlines() or ["?"])[-1].strip()
         print(f"modelbuild: note: TVM's ConvertLayout cannot carry this graph in NCHW{block}c "
@@ -49,12 +60,14 @@ def legalize_map(block: int) -> dict:
 
 
 def blocks(call, block: int) -> tuple[int, int] | None:
-    """The (input, output) channel blocks of a convolution that ConvertLayout left NCHW
-    because its channels do not divide into ``block``: the input's block is ``block``, or
-    all its channels when fewer (the first convolution of an RGB image), or their greatest
-    common divisor with ``block``; the output's is ``block`` or its greatest common divisor
-    with the channels (8 for a classifier of 1000 classes). None: not worth blocking (an
-    output block under 4 floats, a grouped convolution, other layouts)."""
+    """The (input, output) channel blocks of an NCHW convolution: the input's block is
+    ``block``, or all its channels when fewer (the first convolution of an RGB image: 3),
+    or their greatest common divisor with ``block``; the output's is ``block`` or its
+    greatest common divisor with the channels (8 for a classifier of 1000 classes). None:
+    not worth blocking (an output block under 4 floats, a grouped convolution, other
+    layouts). ``convert`` asks ConvertLayout for these per convolution; where it could
+    not carry the graph, ``_reblocked`` computes the convolution with them inside its
+    workload."""
     import math
 
     attrs = call.attrs
@@ -91,6 +104,13 @@ def _reblocked(bb, call, blocks: tuple[int, int]):
     return bb.call_te(blocked, call.args[0], kernel, primfunc_name_hint="conv2d_NCHWc")
 
 
+def is_blocked(attrs) -> bool:
+    """A blocked conv as ConvertLayout makes it: NCHW{i}c, OIHW{i}i{o}o, NCHW{o}c (i = o
+    but for a convolution with blocks of its own: see blocks)."""
+    data, out = _BLOCKED.match(str(attrs.data_layout)), _BLOCKED.match(str(attrs.out_layout))
+    return bool(data and out) and str(attrs.kernel_layout) == f"OIHW{data[1]}i{out[1]}o"
+
+
 def _conv2d(bb, call, block: int):
     from tvm import topi
     from tvm.relax.transform.legalize_ops import nn as legal_nn
@@ -102,7 +122,7 @@ def _conv2d(bb, call, block: int):
     out_dtype = str(attrs.out_dtype)
     if out_dtype in ("", "None", "void"):
         out_dtype = str(call.args[0].ty.dtype)
-    if int(attrs.groups) == 1 and str(attrs.out_layout) == str(attrs.data_layout):
+    if int(attrs.groups) == 1 and is_blocked(attrs):
         return bb.call_te(topi.nn.conv2d_NCHWc, call.args[0], call.args[1], attrs.strides,
                           attrs.padding, attrs.dilation, str(attrs.data_layout),
                           str(attrs.out_layout), out_dtype, primfunc_name_hint="conv2d_NCHWc")

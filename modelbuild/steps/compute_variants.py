@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from . import blocked_layout
+
 DIRECT = "direct"  # the compute partition fuses: every workload has it
 
 
@@ -46,23 +48,14 @@ def _layouts(attrs) -> tuple[str, str, str]:
     return str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout)
 
 
-def _blocked(attrs) -> bool:
-    """A blocked conv as ConvertLayout makes it: NCHW{b}c, OIHW{b}i{b}o, NCHW{b}c."""
-    import re
-
-    data, kernel, out = _layouts(attrs)
-    found = re.fullmatch(r"NCHW(\d+)c", data)
-    return bool(found) and out == data and kernel == f"OIHW{found[1]}i{found[1]}o"
-
-
 def _winograd_eligible(call) -> bool:
     a = call.attrs
     data, weight = (getattr(x, "ty", None) for x in call.args[:2])
     if data is None or weight is None or getattr(weight, "shape", None) is None:
         return False
     kshape = _static(weight.shape)
-    return ((_layouts(a) == ("NCHW", "OIHW", "NCHW") or _blocked(a)) and int(a.groups) == 1
-            and [int(s) for s in a.strides] == [1, 1] and [int(d) for d in a.dilation] == [1, 1]
+    return ((_layouts(a) == ("NCHW", "OIHW", "NCHW") or blocked_layout.is_blocked(a))
+            and int(a.groups) == 1 and [int(s) for s in a.strides] == [1, 1] and [int(d) for d in a.dilation] == [1, 1]
             and kshape is not None and kshape[2:4] == [3, 3]
             and _static(data.shape) is not None
             and str(data.dtype) == "float32" and str(weight.dtype) == "float32"
@@ -75,15 +68,14 @@ def _winograd_legalize(bb, call, block: int | None = None):
     conv left NCHW its weights as blocked_layout._reblocked lays them out (a constant)."""
     from tvm import topi
 
-    from . import blocked_layout
-
     a = call.attrs
     data_layout, kernel_layout, _ = _layouts(a)
     out_layout = "NCHW"
     weights = call.args[1]
-    reblocked = None if block is None or _blocked(a) else blocked_layout.blocks(call, block)
-    if _blocked(a):
-        out_layout = data_layout
+    blocked = blocked_layout.is_blocked(a)
+    reblocked = None if block is None or blocked else blocked_layout.blocks(call, block)
+    if blocked:
+        out_layout = str(a.out_layout)
     elif reblocked is not None:
         inner, outer = reblocked
         kernel_layout = f"OIHW{inner}i{outer}o"
@@ -111,8 +103,6 @@ def _direct_legalize(call, block: int | None):
     layout's own rule (steps/blocked_layout.py); else TVM's (None)."""
     if block is None or call.op.name != "relax.nn.conv2d":
         return None
-    from . import blocked_layout
-
     return blocked_layout.legalize_map(block)["relax.nn.conv2d"]
 
 

@@ -13,7 +13,10 @@ Rules by the shape of each block, in the spirit of DLight's GPU rules:
   once per channel block so those channels are contiguous, a few positions of
   the innermost output axis are unrolled beside them, the reduction axes run
   outside, and the blocks of channels run in parallel;
-- other reductions (pooling, means) run their outer output axes in parallel;
+- other reductions (pooling, means) run their outer output axes in parallel; in the
+  blocked layout their channel block is one vector under the window's loops, and a
+  padding before them is inlined (its bounds check is then one per vector): resnet50's
+  max pooling 0.09 -> 0.02 ms;
 - element-wise blocks: every loop fused, split into parallel chunks of vectors;
 - a channel-blocked convolution (the blocked layout's ``conv2d_NCHWc``) and its
   epilogue: cpu_schedule_blocked.py.
@@ -182,10 +185,39 @@ def _reduction(sch, block) -> None:
     if weight is not None:
         _channel_vectors(sch, block, spatial, reduce, *weight)
         return
-    outer = [lp for lp in spatial if _extent(sch, lp) > 1][:2] or spatial[:1]
+    lanes = _contiguous_lanes(sch, block, loops, kinds)
+    outer = [lp for lp in spatial if _extent(sch, lp) > 1 and not (lanes and lp.same_as(lanes))][:2] \
+        or spatial[:1]
+    if lanes is not None:  # the blocked layout's channels: innermost, one vector
+        sch.reorder(*reduce, lanes)
+        for producer in sch.get_producers(block):
+            if _pads(sch, producer):  # its bounds check is one per vector here, not per float
+                sch.compute_inline(producer)
     if outer:
         fused = sch.fuse(*outer) if len(outer) > 1 and _adjacent(sch, outer) else outer[0]
         sch.parallel(fused)
+    if lanes is not None:
+        sch.vectorize(lanes)
+        sch.decompose_reduction(block, reduce[0])
+
+
+def _contiguous_lanes(sch, block, loops, kinds):
+    """The loop of the last spatial axis when reductions run inside it, it indexes the last
+    axis of every buffer the block reads and writes, alone, and it is a vector's length
+    (the channel block of a pooling in the blocked layout: 16 floats with AVX-512): then it
+    can be a vector loop under the reductions. None otherwise (NCHW pooling, whose last
+    axis is a strided window)."""
+    if len(loops) != len(kinds) or kinds[-1] != 2 or 0 not in kinds:
+        return None
+    at = max(i for i, k in enumerate(kinds) if k == 0)
+    b = sch.get(block)
+    last = b.iter_vars[at].var
+    if _extent(sch, loops[at]) not in (4, 8, 16):
+        return None
+    if not all(r.region and r.region[-1].min.same_as(last) and int(r.region[-1].extent) == 1
+               for r in [*b.reads, *b.writes]):
+        return None
+    return loops[at]
 
 
 def _adjacent(sch, loops) -> bool:
