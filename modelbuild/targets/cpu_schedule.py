@@ -186,13 +186,17 @@ def _reduction(sch, block) -> None:
         _channel_vectors(sch, block, spatial, reduce, *weight)
         return
     lanes = _contiguous_lanes(sch, block, loops, kinds)
-    outer = [lp for lp in spatial if _extent(sch, lp) > 1 and not (lanes and lp.same_as(lanes))][:2] \
+    outer = [lp for lp in spatial
+             if _extent(sch, lp) > 1 and not (lanes is not None and lp.same_as(lanes))][:2] \
         or spatial[:1]
     if lanes is not None:  # the blocked layout's channels: innermost, one vector
         sch.reorder(*reduce, lanes)
         for producer in sch.get_producers(block):
             if _pads(sch, producer):  # its bounds check is one per vector here, not per float
-                sch.compute_inline(producer)
+                try:
+                    sch.compute_inline(producer)
+                except Exception:  # noqa: BLE001 - another consumer reads it: left apart
+                    pass
     if outer:
         fused = sch.fuse(*outer) if len(outer) > 1 and _adjacent(sch, outer) else outer[0]
         sch.parallel(fused)
