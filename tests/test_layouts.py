@@ -296,6 +296,26 @@ def test_the_first_convolution_of_an_image_writes_blocks_and_the_pooling_after_i
                  rel=1e-5)
 
 
+def test_a_padded_grouped_convolution_builds_blocked_and_matches(tmp_path):
+    """AlexNet's grouped 5x5 convolutions (padding 2) failed partition in the blocked
+    layout: "Unknown padding option (2, 2, 2, 2)" (the grouped conv goes back to NCHW
+    around TOPI's generic conv, which took the padding only as a Python sequence)."""
+    rng = np.random.default_rng(7)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((32, 16, 5, 5)).astype(np.float32) * 0.1,
+                                     "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 2, 2, 2], group=2),
+         helper.make_node("Relu", ["c"], ["y"])],
+        "grouped", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 9, 9])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    project = make_project(tmp_path / "p", {"grouped": model})
+    project.doit("build:grouped")
+    x = model_inputs(project.root, "grouped")
+    assert_close(run_library(project.library("grouped"), x),
+                 onnx_output(project.root, "grouped", x), rel=1e-5)
+
+
 def test_a_graph_convertlayout_cannot_carry_builds_with_a_note_and_matches(tmp_path):
     """TVM's ConvertLayout refuses a graph whose outputs include a shape; the build falls back
     to blocking each convolution on its own and says so."""

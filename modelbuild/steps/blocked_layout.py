@@ -127,10 +127,15 @@ def _conv2d(bb, call, block: int):
                           attrs.padding, attrs.dilation, str(attrs.data_layout),
                           str(attrs.out_layout), out_dtype, primfunc_name_hint="conv2d_NCHWc")
 
+    # TOPI's generic conv takes its padding as a Python list or tuple, not an ffi Array
+    # ("Unknown padding option (2, 2, 2, 2)": AlexNet's grouped convolutions)
+    strides, padding, dilation = ([int(v) for v in a]
+                                  for a in (attrs.strides, attrs.padding, attrs.dilation))
+
     def plain(data, kernel):
         data = topi.layout_transform(data, str(attrs.data_layout), "NCHW")
         kernel = topi.layout_transform(kernel, str(attrs.kernel_layout), "OIHW")
-        out = topi.nn.conv(data, kernel, attrs.strides, attrs.padding, attrs.dilation,
+        out = topi.nn.conv(data, kernel, strides, padding, dilation,
                            int(attrs.groups), "NCHW", "OIHW", out_dtype)
         return topi.layout_transform(out, "NCHW", str(attrs.out_layout))
 
