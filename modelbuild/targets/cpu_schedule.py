@@ -58,13 +58,15 @@ def _as_scheduled(scheduled, original):
 
 
 def _registers(target) -> int:
-    """Vector registers of the target's CPU: 32 with AVX-512, else 16 (AVX2, and a target
-    whose features cannot be read: the ``c`` target)."""
-    from tvm.target import codegen
+    """Vector registers of the target's CPU: 32 with AVX-512, else 16 (AVX2, SSE). Read the
+    way the blocked layout's block is (cpu.vector_floats: 16 floats means AVX-512), so the
+    two never disagree; the ``c`` target, which has no ``mcpu``, is this machine's CPU
+    there, as its C compiler builds for it."""
+    from .cpu import vector_floats
 
     try:
-        return 32 if codegen.target_has_features("avx512f", target) else 16
-    except Exception:  # noqa: BLE001 - not an LLVM target
+        return 32 if vector_floats(dict(target.export())) == 16 else 16
+    except Exception:  # noqa: BLE001 - no CPU features to read: the smaller register file
         return 16
 
 
