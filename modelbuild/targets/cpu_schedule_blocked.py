@@ -32,7 +32,7 @@ def is_blocked_conv(sch, block) -> bool:
             and len(sch.get_loops(block)) == 8)
 
 
-def tile(width: int, chunks: int, input_block: int, registers: int) -> tuple[int, int]:
+def tile(width: int, chunks: int, registers: int) -> tuple[int, int]:
     """(output positions of a row, output channel blocks) whose accumulators the innermost
     loops keep in vector registers: half the CPU's registers (16 of AVX-512's 32, 8 of
     AVX2's 16; the rest hold the weights and the broadcast input). The positions divide
@@ -47,13 +47,11 @@ def tile(width: int, chunks: int, input_block: int, registers: int) -> tuple[int
       FMA's latency on two pipes), the others 1.05-1.15x faster than 14 x 1;
     - AVX2 code (``mcpu=haswell``, block 8, on the same CPU): 4 x 2, 2 x 4 or 7 x 1 (8
       accumulators) were each layer's best, 1.4-1.7x faster than 6 accumulators.
-    With an input block under 4 (an RGB image's first convolution) a weight vector serves
-    too few multiply-adds for two blocks to pay: one block, at most 7 positions (resnet50's
-    7x7 stride-2 first layer: 7 x 1 1.5x faster than 14 x 1 with AVX-512, 2.4x faster
-    than 2 x 2 with AVX2)."""
+    The same rule for an RGB image's first convolution (an input block of 3): now that it
+    writes the model's block, 8 x 2 runs resnet50's 7x7 stride-2 first layer 1.2x faster
+    than 7 x 1 (which was best while it wrote NCHW).
+    """
     accumulators = max(2, registers // 2)
-    if input_block < 4:
-        return _largest_divisor(width, min(accumulators, 7)), 1
     tiles = [(p, c) for c in (2, 4, 1) if chunks % c == 0
              for p in [_largest_divisor(width, accumulators // c)]]
     return max(tiles, key=lambda t: t[0] * t[1])
@@ -87,7 +85,7 @@ def schedule(sch, block, registers: int) -> list[str]:
     n, oc_chunk, oh, ow, oc_block, ic, kh, kw = sch.get_loops(block)
     input_block = _input_block(sch, block)
     positions, channel_blocks = tile(int(sch.get(ow).extent), int(sch.get(oc_chunk).extent),
-                                     input_block, registers)
+                                     registers)
     ow_o, ow_i = sch.split(ow, [None, positions])
     ic_o, ic_i = sch.split(ic, [None, input_block])
     oc_o, oc_i = sch.split(oc_chunk, [None, channel_blocks])
