@@ -222,6 +222,9 @@ def _map_layout(index_map, source, shape: list):
     import numpy as np
     from tvm import tirx
 
+    moved = _split_and_permute(index_map, source, shape)
+    if moved is not None:
+        return moved
     grid = dict(zip((v.name for v in index_map.initial_indices), np.indices(source.shape)))
     ops = {tirx.FloorDiv: np.floor_divide, tirx.FloorMod: np.mod, tirx.Add: np.add,
            tirx.Sub: np.subtract, tirx.Mul: np.multiply}
@@ -245,6 +248,49 @@ def _map_layout(index_map, source, shape: list):
     out = np.empty(shape, source.dtype)
     out[where] = source
     return out
+
+
+def _split_and_permute(index_map, source, shape: list):
+    """``source`` laid out by ``index_map`` when every output index is an input index, or
+    an input index floor-divided or taken modulo one factor (the blocked layouts of
+    weights and data: ``OIHW -> OIHW{i}i{o}o``, ``NCHW -> NCHW{b}c``): a reshape that
+    splits those axes, then a transpose. Without the index grids of the general path:
+    resnet50's 106 weight transforms took 1.4 s of its 4.8 s partition that way. None for
+    any other index map."""
+    from tvm import tirx
+
+    names = [v.name for v in index_map.initial_indices]
+    factors: dict[str, int] = {}
+    picks = []  # per output axis: (input name, "whole" | "outer" | "inner")
+    for expr in index_map.final_indices:
+        if isinstance(expr, tirx.Var) and expr.name in names:
+            picks.append((expr.name, "whole"))
+            continue
+        if not (isinstance(expr, (tirx.FloorDiv, tirx.FloorMod)) and isinstance(expr.a, tirx.Var)
+                and expr.a.name in names and isinstance(expr.b, tirx.IntImm)):
+            return None
+        name, factor = expr.a.name, int(expr.b.value)
+        if factor <= 0 or factors.setdefault(name, factor) != factor:
+            return None
+        picks.append((name, "outer" if isinstance(expr, tirx.FloorDiv) else "inner"))
+    dims, axis = [], {}
+    for name, size in zip(names, source.shape):
+        if name in factors:
+            if size % factors[name]:
+                return None
+            axis[(name, "outer")], axis[(name, "inner")] = len(dims), len(dims) + 1
+            dims += [size // factors[name], factors[name]]
+        else:
+            axis[(name, "whole")] = len(dims)
+            dims.append(size)
+    try:
+        order = [axis[pick] for pick in picks]
+    except KeyError:  # a split axis used whole, or a whole one split
+        return None
+    if sorted(order) != list(range(len(dims))):
+        return None
+    out = source.reshape(dims).transpose(order)
+    return out if list(out.shape) == list(shape) else None
 
 
 @functools.cache
