@@ -21,6 +21,7 @@ from ..core import manifest as manifest_mod
 from ..core import models
 from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.layout import ModelLayout, Project
+from ..core.workloads import load_json
 from ..schedules.compute_record import computes
 from ..targets import registry
 from ..targets.registry import TargetSpec
@@ -49,20 +50,16 @@ class Partitioned:
 
     def functions(self) -> dict:
         """name -> PrimFunc of every workload of the partition."""
-        import tvm
-
-        return {w.name: tvm.ir.load_json(self.layout.workload(w.name).read_text())
+        return {w.name: load_json(self.layout.workload(w.name).read_text())
                 for w in self.manifest.workloads}
 
     def variant_functions(self) -> dict:
         """(workload, compute) -> PrimFunc of every other compute partition made
         (steps/compute_variants.py), e.g. ("fused_conv2d_add_relu", "winograd")."""
-        import tvm
-
         out = {}
         for w in self.manifest.workloads:
             for compute in computes(self.layout, w.name)[1:]:
-                out[w.name, compute] = tvm.ir.load_json(
+                out[w.name, compute] = load_json(
                     self.layout.workload(w.name, compute).read_text())
         return out
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import atomic
+from ..core.workloads import load_json
 from ..targets.registry import TargetSpec
 
 
@@ -21,7 +22,7 @@ def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: st
     """Write the artifact of the scheduled TIR ``lowered`` (lower's output) to ``out_file``."""
     import tvm
 
-    func = tvm.ir.load_json(lowered.decode("utf-8"))
+    func = load_json(lowered.decode("utf-8"))
     # tvm.compile's AttachGlobalSymbol names each kernel after its global var.
     func = func.with_attr("global_symbol", name)
     lib = tvm.tirx.build(tvm.IRModule({name: func}),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import atomic
+from ..core.workloads import load_json
 from ..schedules.active import Active
 from ..targets.registry import TargetSpec
 
@@ -24,7 +25,7 @@ def lowered(workload: bytes, record: Active, target_spec: TargetSpec, name: str)
     active record, read once (``schedules.active.active``)."""
     import tvm
 
-    func = tvm.ir.load_json(workload.decode("utf-8"))
+    func = load_json(workload.decode("utf-8"))
     return tvm.ir.save_json(record.apply(func, target_spec)).encode("utf-8")
 
 
