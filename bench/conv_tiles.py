@@ -34,7 +34,9 @@ def partition(model: str, mcpu: str | None, root: Path) -> Path:
     (root / "schedules").mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     cmd = ["doit", f"partition:{model}", *([f"mcpu={mcpu}"] if mcpu else [])]
-    subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:  # doit's own message (an unknown model, an unknown CPU): no traceback
+        raise SystemExit(f"conv_tiles: `{' '.join(cmd)}` failed:\n{proc.stdout}{proc.stderr}".rstrip())
     return root / "build" / model / "partition" / "workloads"
 
 
