@@ -164,3 +164,21 @@ def test_two_doit_processes_on_one_model_both_end_with_a_correct_library(tmp_pat
     assert_close(run_library(project.library("tiny"), x), reference_output(project, "tiny", x))
     # The shared doit state is still usable and agrees that everything is built.
     assert project.doit("build:tiny").ran == set()
+
+
+def test_a_link_leaves_another_process_s_temporary_files_and_removes_abandoned_ones(tiny_copy):
+    """A link sweeps its objects folder of files no workload owns. It once swept another
+    doit process's object in the making too, which then failed (FileNotFoundError)."""
+    objects = tiny_copy.library("tiny").parent / "objects"
+    workload = tiny_conv_workload(tiny_copy)
+    writing = objects / f".{workload}.o.abc123.o"  # temp_path_for's name for an object
+    abandoned = objects / f".{workload}.o.def456.o"
+    orphan = objects / "gone_workload.o"
+    for path in (writing, abandoned, orphan):
+        path.write_bytes(b"partial")
+    two_hours_ago = time.time() - 7200
+    os.utime(abandoned, (two_hours_ago, two_hours_ago))
+    tiny_copy.library("tiny").unlink()
+    assert tiny_copy.doit("build:tiny").ran == {"link:tiny"}
+    assert writing.is_file()
+    assert not abandoned.exists() and not orphan.exists()

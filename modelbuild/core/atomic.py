@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
+
+# A temporary file (a name from temp_path_for) untouched this long is a killed writer's.
+ABANDONED_AFTER_S = 3600.0
 
 
 def temp_path_for(path: Path, suffix: str = ".tmp") -> Path:
@@ -13,6 +17,21 @@ def temp_path_for(path: Path, suffix: str = ".tmp") -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     return Path(name)
+
+
+def in_flight(path: Path) -> bool:
+    """Whether ``path`` may be another writer's temporary file, still being written.
+
+    A sweep of a folder (the outputs of workloads a model no longer has, files an earlier
+    partition had) must leave those alone: another doit process on the same model may be
+    writing one, and would fail on finding it gone. Temporary names start with a dot; one
+    unchanged for an hour is a killed writer's and can go."""
+    if not path.name.startswith("."):
+        return False
+    try:
+        return time.time() - path.stat().st_mtime < ABANDONED_AFTER_S
+    except FileNotFoundError:
+        return False
 
 
 def _umask() -> int:

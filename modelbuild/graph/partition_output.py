@@ -102,8 +102,8 @@ class PartitionOutput:
         for folder in (self.layout.workloads_dir, self.layout.computes_dir, self.layout.graph_dir):
             if folder.is_dir():
                 for old in folder.iterdir():
-                    if old.is_file() and old not in written:
-                        old.unlink()
+                    if old.is_file() and old not in written and not atomic.in_flight(old):
+                        old.unlink(missing_ok=True)
         atomic.write_bytes(self.layout.manifest, files[MANIFEST])  # last: it vouches for the rest
 
 

@@ -27,6 +27,7 @@ from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
+from ..core import atomic
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
@@ -67,11 +68,13 @@ def _remove_outputs(paths, owner: str = "") -> None:
 
 def _remove_others(layout, workloads: set) -> None:
     """After a link: the lowered TIR and objects of workloads the model no longer has (an
-    earlier layout's, CPU's or model's), with their stamps. The library never used them
-    (link takes the manifest's); they only piled up. Their cache entries stay."""
+    earlier layout's, CPU's or model's), with their stamps, and temporary files that a
+    killed step left. The library never used them (link takes the manifest's); they only
+    piled up. Their cache entries stay. Another process's temporary files stay too."""
     for folder in (layout.lowered("x").parent, layout.object("x").parent):
         for path in folder.glob("*") if folder.is_dir() else ():
-            if path.is_file() and path.name.split(".", 1)[0] not in workloads:
+            if (path.is_file() and path.name.split(".", 1)[0] not in workloads
+                    and not atomic.in_flight(path)):
                 path.unlink(missing_ok=True)
 
 

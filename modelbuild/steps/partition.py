@@ -268,7 +268,7 @@ def build_graph(fused, workload_names, target, out_dir: Path, fpack_imports=None
         for name in names:
             atomic.commit(Path(private) / name, out_dir / name)
     for old in out_dir.iterdir():
-        if old.name not in names:
+        if old.name not in names and not atomic.in_flight(old):
             old.unlink(missing_ok=True)
     return names
 
