@@ -33,16 +33,20 @@ def _module_file(dotted: list[str]) -> str | None:
     return None
 
 
-def _import_nodes(tree: ast.AST):
-    """The import statements of a module, those inside functions too, but not those under
-    ``if TYPE_CHECKING:`` (type annotations only: no code of theirs runs)."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from (n for child in node.orelse for n in _import_nodes(child))
-            continue
+def _import_nodes(body):
+    """The import statements among the statements ``body``, those nested in functions,
+    classes and blocks too, but not those under ``if TYPE_CHECKING:`` (type annotations
+    only: no code of theirs runs). Imports are statements: expressions are not entered."""
+    for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        yield from _import_nodes(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _import_nodes(node.orelse)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    yield from _import_nodes(inner)
 
 
 def imports_of(relative: str) -> set[str]:
@@ -52,7 +56,7 @@ def imports_of(relative: str) -> set[str]:
         return set()
     here = list(Path(relative).parent.parts)
     found: set[str] = set()
-    for node in _import_nodes(ast.parse(path.read_text(), str(path))):
+    for node in _import_nodes(ast.parse(path.read_text(), str(path)).body):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = here[:len(here) - (node.level - 1)] if node.level > 1 else list(here)
