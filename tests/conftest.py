@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,12 @@ REPO = Path(__file__).resolve().parent.parent
 for _name in ("MODELBUILD_CACHE", "MODELBUILD_REMOTE_CACHE", "MODELBUILD_REMOTE_CACHE_MODE",
               "MODELBUILD_REMOTE_CACHE_TIMEOUT", "MODELBUILD_EXECUTOR"):
     os.environ.pop(_name, None)
+# Tests interrupt their subprocesses (sweep, watch, tune) with SIGINT, as Ctrl-C does. A
+# suite started with SIGINT ignored (a background job of a non-interactive shell, nohup)
+# would pass that on: an ignored signal stays ignored across exec, and Python then leaves
+# it so. Caught here, it is back to the default in every process the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class DoitRun:
