@@ -159,14 +159,30 @@ def _replacements(imported, legalized_mod, variant: Variant, block: int | None) 
     prims = {gv.name_hint: f for gv, f in legalized_mod.functions.items()
              if isinstance(f, tvm.tirx.PrimFunc)}
     out: dict = {}
-    for call in _calls(imported, variant.op):
-        if not variant.eligible(call):
+    done: list = []  # calls already matched: one of the same attributes and argument types
+    for call in _calls(imported, variant.op):  # legalizes to the same PrimFuncs (resnet50:
+        if not variant.eligible(call) or any(_same_call(call, d) for d in done):  # 16 -> 4)
             continue
+        done.append(call)
         direct = _legalized(call, _direct_legalize(call, block))
+        replacement = None
         for name, func in prims.items():
             if name not in out and tvm_ffi.structural_equal(func, direct):
-                out[name] = _legalized(call, functools.partial(variant.legalize, block=block))
+                if replacement is None:
+                    replacement = _legalized(call, functools.partial(variant.legalize,
+                                                                     block=block))
+                out[name] = replacement
     return out
+
+
+def _same_call(a, b) -> bool:
+    """Whether calls ``a`` and ``b`` legalize alike: same operator, attributes and
+    argument types (shapes, dtypes), whatever their arguments."""
+    import tvm_ffi
+
+    return (a.op.same_as(b.op) and len(a.args) == len(b.args)
+            and tvm_ffi.structural_equal(a.attrs, b.attrs)
+            and all(tvm_ffi.structural_equal(x.ty, y.ty) for x, y in zip(a.args, b.args)))
 
 
 def variant_workloads(stages: dict, passes: tuple, target, workloads: dict,
