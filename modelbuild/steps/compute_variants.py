@@ -161,7 +161,7 @@ def _replacements(imported, legalized_mod, variant: Variant, block: int | None) 
     out: dict = {}
     done: list = []  # calls already matched: one of the same attributes and argument types
     for call in _calls(imported, variant.op):  # legalizes to the same PrimFuncs (resnet50:
-        if not variant.eligible(call) or any(_same_call(call, d) for d in done):  # 16 -> 4)
+        if not variant.eligible(call) or any(_same_call(call, d) for d in done):  # 13 -> 4)
             continue
         done.append(call)
         direct = _legalized(call, _direct_legalize(call, block))
