@@ -6,6 +6,7 @@ import argparse
 
 from pathlib import Path
 
+from ..schedules.timing import KEEP_MARGIN
 from . import options
 from .tune import print_import
 from .workspace import resolve_model
@@ -20,7 +21,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
                                     "database_tuning_record.json")
     p.add_argument("--source", default="tuned", help="what to call these records (tuned/hand/...)")
     p.add_argument("--keep-if-faster", action="store_true",
-                   help="time each record against the default schedule here; keep only faster ones")
+                   help="time each record against the default schedule here; keep only those "
+                        f"more than {KEEP_MARGIN * 100:.0f}%% faster")
     options.json_output(p)
     options.target(p)
 

@@ -16,6 +16,7 @@ from ..core import requires
 from ..core.errors import BuildError
 from ..measure import latency
 from ..schedules import rpc
+from ..schedules.timing import KEEP_MARGIN
 from . import options, tune_cluster
 from .output import console, errors
 from .workspace import resolve_model
@@ -73,7 +74,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep-if-faster", action=argparse.BooleanOptionalAction, default=True,
                    help="time each tuned record against the default schedule here and keep "
-                        "it only if faster (default: on)")
+                        f"it only if more than {KEEP_MARGIN * 100:.0f}%% faster (default: on)")
     p.add_argument("--rpc", metavar="HOST:PORT",
                    help="measure on the devices of this TVM RPC tracker (candidates are still "
                         "built here); needs --key")
@@ -288,11 +289,11 @@ def print_import(report, work_dir, as_json: bool = False, extra: dict | None = N
     table.add_column("result")
     table.add_column("count", justify="right")
     table.add_column("workloads")
-    slower = [f"{n} ({report.timings[n]['record_ms']:.3f} >= {report.timings[n]['default_ms']:.3f} ms)"
-              for n in report.not_faster]
+    slower = [f"{n} ({report.timings[n]['record_ms']:.3f} against "
+              f"{report.timings[n]['default_ms']:.3f} ms)" for n in report.not_faster]
     for label, names in (("written", report.written), ("unchanged", report.unchanged),
                          ("skipped: no valid record", report.skipped),
-                         ("left out: not faster than default", slower),
+                         (f"left out: not {KEEP_MARGIN:.0%} faster than the default", slower),
                          ("unmatched: not in the model", report.unmatched)):
         table.add_row(label, str(len(names)), escape(", ".join(names)))
     console.print(table)

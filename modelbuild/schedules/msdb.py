@@ -28,7 +28,7 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)   # same record already there
     skipped: list[str] = field(default_factory=list)     # model workload with no valid record
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
-    not_faster: list[str] = field(default_factory=list)  # measured no faster than the default
+    not_faster: list[str] = field(default_factory=list)  # not 2% faster than the default
     # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
     timings: dict[str, dict] = field(default_factory=dict)
 
@@ -103,7 +103,8 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
     """Write one record file per model workload the database has a valid record for.
 
     With ``keep_if_faster`` (a target), each record is first timed against the
-    default schedule on this machine and left out unless it is faster. ``variant_funcs``:
+    default schedule on this machine and left out unless it is faster by
+    ``timing.KEEP_MARGIN``. ``variant_funcs``:
     (workload, compute) -> the TIR of another compute; a database record of that TIR is
     imported as a record naming the compute when it is the workload's fastest.
     """
@@ -132,12 +133,12 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
             plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
             source, model)
         if keep_if_faster is not None:
-            from .timing import record_speedup
+            from .timing import faster_enough, record_speedup
 
             default, scheduled = record_speedup(func, name, record, keep_if_faster)
             report.timings[name] = {"default_ms": round(default * 1e3, 6),
                                     "record_ms": round(scheduled * 1e3, 6)}
-            if scheduled >= default:
+            if not faster_enough(default, scheduled):
                 report.not_faster.append(name)
                 continue
         path = layout.record(name)

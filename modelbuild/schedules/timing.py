@@ -6,6 +6,16 @@ from __future__ import annotations
 from ..measure.latency import device, threads
 from ..targets.registry import TargetSpec
 
+# A record is kept only when it beats the default by more than this fraction: two timings
+# of one kernel on this machine differ by a percent or so, and a record that ties with the
+# default only pins a schedule that the build tool's own rule would improve on.
+KEEP_MARGIN = 0.02
+
+
+def faster_enough(default_s: float, record_s: float) -> bool:
+    """Whether a record timed at ``record_s`` beats the default's ``default_s`` by the margin."""
+    return record_s < default_s * (1 - KEEP_MARGIN)
+
 
 def kernel_seconds(func, name: str, target_spec: TargetSpec, *, number: int = 5,
                    repeat: int = 5) -> float:
