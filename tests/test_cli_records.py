@@ -13,6 +13,7 @@ from conftest import (
     model_inputs,
     reference_output,
     run_library,
+    sha256,
     tiny_conv_workload,
 )
 from onnx_models import tiny_model
@@ -199,3 +200,18 @@ def test_help_lists_every_command_with_its_help(tiny_copy):
     for command in COMMANDS:  # each one has a line of help of its own
         line = next((ln for ln in out.splitlines() if ln.strip().startswith(command + " ")), "")
         assert len(line.split(None, 1)) == 2, (command, out)
+
+
+def test_export_for_another_target_partitions_privately_once_and_leaves_build_alone(
+        tiny_copy, tmp_path):
+    """The build's partition is for llvm; an export for the c target needs the model's
+    workloads as a c build makes them: one private partition (export asks for the workloads
+    and then for the other computes), and build/ as it was."""
+    manifest = tiny_copy.root / "build" / "tiny" / "partition" / "manifest.msgpack"
+    before = sha256(manifest)
+    proc = cli(tiny_copy, "export", "tiny", str(tmp_path / "db"), "--target", "c")
+    notes = [line for line in proc.stderr.splitlines() if "partitioning it privately" in line]
+    assert len(notes) == 1, proc.stderr
+    assert "not current for target c" in notes[0] and "modelbuild why tiny" in notes[0]
+    assert sha256(manifest) == before
+    assert (tmp_path / "db" / "database_workload.json").is_file()

@@ -31,6 +31,7 @@ def run(args) -> int:
     from ..schedules import msdb
 
     ws = resolve_model(args)
+    msdb.validate_files(Path(args.work_dir))  # before the model is partitioned
     project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,
                                   project.model(args.model), source=args.source,

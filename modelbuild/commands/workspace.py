@@ -79,7 +79,12 @@ class Workspace:
         return self.choice.resolve()
 
     def partitioned(self) -> Partitioned:
-        return partitioned(self.project, self.model, self.choice)
+        """The model's partition (see ``partitioned``), made once per workspace: a command
+        asking twice (import: the workloads, then the other computes) partitions once."""
+        if "_partitioned" not in self.__dict__:
+            object.__setattr__(self, "_partitioned",
+                               partitioned(self.project, self.model, self.choice))
+        return self.__dict__["_partitioned"]
 
     def require(self, funcs: dict, names) -> None:
         """A clear error for workload names the model does not have."""
@@ -126,8 +131,10 @@ def partitioned(project: Project, model: str,
 def _private_partition(project: Project, ctx, model: str) -> Partitioned:
     from ..steps import partition
 
-    errors.print(f"note: the build's partition of {model} is not for target {ctx.target.name} "
-                 "as the model is now; partitioning it privately (build/ is left as it is)")
+    errors.print(f"note: the build's partition of {model} is not current for target "
+                 f"{ctx.target.name} (the model, its declaration, the target or modelbuild's "
+                 f"code changed since it was made; `python -m modelbuild why {model}` says "
+                 "which); partitioning it privately (build/ is left as it is)")
     folder = Path(tempfile.mkdtemp(prefix=f"modelbuild-{model}-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     private = ModelLayout(Project(folder), model)
