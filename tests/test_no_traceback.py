@@ -13,7 +13,8 @@ MALFORMED = [
     [], ["nosuch-command"], ["tune"], ["tune", "nosuch"], ["tune", "tiny", "--trials", "0"],
     ["tune", "tiny", "--trials", "x"], ["tune", "tiny", "--workload", "nosuch", "--trials", "1"],
     ["import", "tiny", "/nonexistent/db"], ["import", "nosuch", "/nonexistent/db"],
-    ["export", "tiny"], ["export", "nosuch", "/tmp/x"],
+    ["export", "tiny"], ["export", "nosuch", "/tmp/x"], ["export", "tiny", "dodo.py"],
+    ["export", "tiny", "/proc/no/such/folder"],
     ["sample", "tiny", "nosuch"], ["sample", "tiny", "mean", "-n", "0"],
     ["sample", "tiny", "mean", "--seed", "x"],
     ["select", "tiny", "mean", "abc"], ["select", "tiny", "mean", "0"], ["select", "tiny", "mean", "99"],
@@ -41,6 +42,7 @@ def test_malformed_arguments_are_refused_in_words(tiny_built, args):
     proc = cli(tiny_built, *args, check=False)
     assert proc.returncode != 0, proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert "internal error" not in proc.stderr, proc.stderr  # said as a modelbuild bug
     assert proc.stderr.strip(), "the error goes to stderr"
     assert "error" in proc.stderr.lower()
 

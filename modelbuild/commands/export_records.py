@@ -32,6 +32,7 @@ def run(args) -> int:
     from ..schedules import msdb
 
     ws = resolve_model(args)
+    msdb.make_out_dir(Path(args.out_dir))  # before the model is partitioned
     project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     layout = project.model(args.model)
     found = records_in(layout.records_dir)

@@ -178,13 +178,26 @@ def _workload_label(mod) -> str:
     return f"{name} (hash {tvm_ffi.structural_hash(mod)})"
 
 
+def make_out_dir(out_dir: Path) -> None:
+    """Create the folder a database is exported to, or say in one line why it cannot be."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BuildError("not a folder: the database is exported into a folder", file=out_dir,
+                         hint="give a folder's path (it is created if missing)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BuildError(f"cannot create the database folder: {err.strerror or err}",
+                         file=out_dir, hint="give a folder you can write (it is created "
+                                            "if missing)") from None
+
+
 def export_database(model_records: list[records.Record], funcs: dict, out_dir: Path) -> int:
     """Write the records as a MetaSchedule JSONDatabase in ``out_dir``; returns how many."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..core.workloads import normalize
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     for name in (WORKLOAD_FILE, RECORD_FILE):
         (out_dir / name).unlink(missing_ok=True)
     db = ms.database.JSONDatabase(str(out_dir / WORKLOAD_FILE), str(out_dir / RECORD_FILE),
