@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from build_speed import bench_env  # this checkout's modelbuild, the copy's own cache
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,11 +33,10 @@ def partition(model: str, mcpu: str | None, root: Path) -> Path:
         shutil.copy(REPO / name, root / name)
     shutil.copytree(REPO / "models", root / "models")
     (root / "schedules").mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    cmd = ["doit", f"partition:{model}", *([f"mcpu={mcpu}"] if mcpu else [])]
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "doit", f"partition:{model}", *([f"mcpu={mcpu}"] if mcpu else [])]
+    proc = subprocess.run(cmd, cwd=root, env=bench_env(), capture_output=True, text=True)
     if proc.returncode != 0:  # doit's own message (an unknown model, an unknown CPU): no traceback
-        raise SystemExit(f"conv_tiles: `{' '.join(cmd)}` failed:\n{proc.stdout}{proc.stderr}".rstrip())
+        raise SystemExit(f"conv_tiles: `doit {' '.join(cmd[3:])}` failed:\n{proc.stdout}{proc.stderr}".rstrip())
     return root / "build" / model / "partition" / "workloads"
 
 
@@ -50,13 +50,14 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, str(REPO))
-    from modelbuild.measure.latency import threads
+    from modelbuild.measure.latency import use_physical_cores
 
-    threads()
+    use_physical_cores()
     import tvm
     from tvm.s_tir import Schedule
 
     import modelbuild.targets.cpu_schedule_blocked as blocked
+    from modelbuild.core.workloads import load_json
     from modelbuild.schedules.timing import kernel_seconds
     from modelbuild.targets import cpu_schedule, registry
 
@@ -82,7 +83,7 @@ def main() -> int:
         print(f"{args.model} for {spec.tvm_target['mcpu']}: {registers} vector registers, "
               f"tiles of up to {most} accumulators; ms per call, alone")
         for path in sorted(folder.glob("fused_conv2d_NCHWc*.json")):
-            name, func = path.stem, tvm.ir.load_json(path.read_text())
+            name, func = path.stem, load_json(path.read_text())
             sch = Schedule(tvm.IRModule({"main": func}))
             loops = sch.get_loops(sch.get_sblock("conv2d_NCHWc"))
             width, chunks = int(sch.get(loops[3]).extent), int(sch.get(loops[1]).extent)

@@ -36,6 +36,7 @@ def run(args) -> int:
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,
                                   project.model(args.model), source=args.source,
                                   keep_if_faster=spec if args.keep_if_faster else None,
-                                  variant_funcs=ws.partitioned().variant_functions())
+                                  variant_funcs=ws.partitioned().variant_functions(),
+                                  validated=True)
     print_import(report, args.work_dir, args.json)
     return 0

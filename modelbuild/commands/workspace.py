@@ -10,6 +10,7 @@ up to date.
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import subprocess
 import sys
@@ -81,10 +82,11 @@ class Workspace:
     def partitioned(self) -> Partitioned:
         """The model's partition (see ``partitioned``), made once per workspace: a command
         asking twice (import: the workloads, then the other computes) partitions once."""
-        if "_partitioned" not in self.__dict__:
-            object.__setattr__(self, "_partitioned",
-                               partitioned(self.project, self.model, self.choice))
-        return self.__dict__["_partitioned"]
+        return self._partition
+
+    @functools.cached_property
+    def _partition(self) -> Partitioned:
+        return partitioned(self.project, self.model, self.choice)
 
     def require(self, funcs: dict, names) -> None:
         """A clear error for workload names the model does not have."""

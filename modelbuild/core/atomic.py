@@ -34,6 +34,14 @@ def in_flight(path: Path) -> bool:
         return False
 
 
+def sweep(paths, keep) -> None:
+    """Remove the files among ``paths`` that ``keep(path)`` does not want, leaving another
+    writer's temporary files (``in_flight``) alone."""
+    for path in paths:
+        if path.is_file() and not keep(path) and not in_flight(path):
+            path.unlink(missing_ok=True)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -101,9 +101,7 @@ class PartitionOutput:
         # files of an earlier partition that this one does not have
         for folder in (self.layout.workloads_dir, self.layout.computes_dir, self.layout.graph_dir):
             if folder.is_dir():
-                for old in folder.iterdir():
-                    if old.is_file() and old not in written and not atomic.in_flight(old):
-                        old.unlink(missing_ok=True)
+                atomic.sweep(folder.iterdir(), lambda p: p in written)
         atomic.write_bytes(self.layout.manifest, files[MANIFEST])  # last: it vouches for the rest
 
 

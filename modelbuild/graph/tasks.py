@@ -72,10 +72,8 @@ def _remove_others(layout, workloads: set) -> None:
     killed step left. The library never used them (link takes the manifest's); they only
     piled up. Their cache entries stay. Another process's temporary files stay too."""
     for folder in (layout.lowered("x").parent, layout.object("x").parent):
-        for path in folder.glob("*") if folder.is_dir() else ():
-            if (path.is_file() and path.name.split(".", 1)[0] not in workloads
-                    and not atomic.in_flight(path)):
-                path.unlink(missing_ok=True)
+        if folder.is_dir():
+            atomic.sweep(folder.iterdir(), lambda p: p.name.split(".", 1)[0] in workloads)
 
 
 def _clean_with_stamp(task) -> None:

@@ -28,7 +28,7 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)   # same record already there
     skipped: list[str] = field(default_factory=list)     # model workload with no valid record
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
-    not_faster: list[str] = field(default_factory=list)  # not 2% faster than the default
+    not_faster: list[str] = field(default_factory=list)  # not faster than the default by timing.KEEP_MARGIN
     # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
     timings: dict[str, dict] = field(default_factory=dict)
 
@@ -63,10 +63,11 @@ def validate_files(work_dir: Path) -> None:
                                  hint="re-run tuning, or delete the broken line") from None
 
 
-def _open(work_dir: Path):
+def _open(work_dir: Path, validated: bool = False):
     from tvm.s_tir import meta_schedule as ms
 
-    validate_files(work_dir)
+    if not validated:
+        validate_files(work_dir)
     return ms.database.JSONDatabase(str(work_dir / WORKLOAD_FILE), str(work_dir / RECORD_FILE),
                                     allow_missing=False)
 
@@ -99,7 +100,7 @@ def _pick(db, candidates: list, matched: set):
 def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout,
                     source: str = "tuned", only: set[str] | None = None,
                     keep_if_faster: TargetSpec | None = None,
-                    variant_funcs: dict | None = None) -> ImportReport:
+                    variant_funcs: dict | None = None, validated: bool = False) -> ImportReport:
     """Write one record file per model workload the database has a valid record for.
 
     With ``keep_if_faster`` (a target), each record is first timed against the
@@ -107,13 +108,14 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
     ``timing.KEEP_MARGIN``. ``variant_funcs``:
     (workload, compute) -> the TIR of another compute; a database record of that TIR is
     imported as a record naming the compute when it is the workload's fastest.
+    ``validated``: the caller already ran ``validate_files`` on ``work_dir``.
     """
     import tvm_ffi
 
     from ..core.workloads import structural_hash
     from .records import plain
 
-    db = _open(work_dir)
+    db = _open(work_dir, validated)
     report = ImportReport()
     matched = set()  # structural hashes of the database workloads the model has
     for name, direct in funcs.items():

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..measure.latency import device, threads
+from ..measure.latency import device, use_physical_cores
 from ..targets.registry import TargetSpec
 
 # A record is kept only when it beats the default by more than this fraction: two timings
@@ -20,12 +20,12 @@ def faster_enough(default_s: float, record_s: float) -> bool:
 def kernel_seconds(func, name: str, target_spec: TargetSpec, *, number: int = 5,
                    repeat: int = 5) -> float:
     """Best-of-``repeat`` mean run time of ``func`` compiled alone, on zero inputs, on the
-    threads a library runs on (``threads``: it was one thread of two on a 2-core machine,
-    which is not how the kernel runs in the model)."""
+    threads a library runs on (``use_physical_cores``: it was one thread of two on a
+    2-core machine, which is not how the kernel runs in the model)."""
+    use_physical_cores()
     import numpy as np
     import tvm
 
-    threads()
     target = tvm.target.Target(target_spec.tvm_target)
     lib = tvm.tirx.build(tvm.IRModule({name: func.with_attr("global_symbol", name)}), target=target)
     dev = device(target_spec.device)

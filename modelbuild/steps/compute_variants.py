@@ -249,7 +249,5 @@ def write(layout, stages: dict, passes: tuple, target, workloads: dict,
             atomic.write_text(path, tvm.ir.save_json(func))
             written.append(path)
     if layout.computes_dir.is_dir():  # those of an earlier partition that this one lacks
-        for old in layout.computes_dir.glob("*.json"):
-            if old not in written:
-                old.unlink(missing_ok=True)
+        atomic.sweep(layout.computes_dir.glob("*.json"), lambda p: p in written)
     return written

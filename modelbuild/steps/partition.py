@@ -267,9 +267,7 @@ def build_graph(fused, workload_names, target, out_dir: Path, fpack_imports=None
         names = _capture_objects(executable, Path(private), fpack_imports)
         for name in names:
             atomic.commit(Path(private) / name, out_dir / name)
-    for old in out_dir.iterdir():
-        if old.name not in names and not atomic.in_flight(old):
-            old.unlink(missing_ok=True)
+    atomic.sweep(out_dir.iterdir(), lambda p: p.name in names)
     return names
 
 
@@ -319,9 +317,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     funcs = workloads_of(fused)
     for name, func in funcs.items():
         atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
-    for old in layout.workloads_dir.glob("*.json"):
-        if old.stem not in funcs:
-            old.unlink()
+    atomic.sweep(layout.workloads_dir.glob("*.json"), lambda p: p.stem in funcs)
     variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
