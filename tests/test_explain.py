@@ -48,8 +48,8 @@ def test_every_onnx_node_appears_once_under_a_workload_or_with_a_reason(partitio
             assert o.workload in workloads and set(o.also) <= workloads, o
         else:
             assert o.note.startswith(("folded into constants", "no kernel: ")), o
-    for w in workloads:  # and every workload computes some operator
-        assert man.sources(w), w
+    for w in workloads:  # and every workload computes some operator, or changes the layout
+        assert man.sources(w) or man.layout_change(w) is not None, w
 
 
 def test_tiny_model_operators_land_in_the_workloads_fusion_made(partitioned):
@@ -60,6 +60,26 @@ def test_tiny_model_operators_land_in_the_workloads_fusion_made(partitioned):
     assert where["pool"] == "mean" and where["fc"] == "fused_matmul_add2"
     sources = [o.name for o, part in man.sources("fused_conv2d_NCHWc1_add_add1_relu")]
     assert sources == ["conv2", "add2", "relu2"]  # in model order
+
+
+def test_the_layout_s_changes_are_nobody_s_operators_and_say_whose_input_they_convert(partitioned):
+    """The blocked layout converts the image before conv1 and the pooled tensor before
+    flatten; those kernels were charged to flatten ("computes part of" it)."""
+    man = read_manifest(partitioned, "tiny")
+    assert man.layout_changes == (("te_layout_transform", "conv1"),
+                                  ("te_layout_transform1", "flatten"))
+    assert all(not o.also for o in man.operators), man.operators
+    rows = explain_json(partitioned, "tiny")["workloads"]
+    assert [r["workload"] for r in rows][:2] == ["te_layout_transform", "fused_conv2d_NCHWc_add_relu"]
+    changes = {r["workload"]: r["layout_change"] for r in rows if r["layout_change"]}
+    assert changes == {"te_layout_transform": {"operator": "conv1", "op_type": "Conv"},
+                       "te_layout_transform1": {"operator": "flatten", "op_type": "Flatten"}}
+    assert all(r["operators"] == [] for r in rows if r["layout_change"])
+    out = cli(partitioned, "explain", "tiny").stdout
+    assert "layout change: no operator of the model" in out and "*" not in out
+    one = cli(partitioned, "explain", "tiny", "te_layout_transform1").stdout
+    assert "operators (0, in model order):" in one
+    assert "a layout change (the input of flatten, Flatten): no operator of the model" in one
 
 
 def test_folded_and_kernel_less_operators_say_why(partitioned):
@@ -162,7 +182,7 @@ def test_a_relax_model_is_traced_by_its_bindings(tmp_path):
     mod = partition.import_model(models.discover(project.root / "models")["tiny"])
     stages = partition.fuse_stages(mod, tvm.target.Target({"kind": "llvm"}))
     workloads = partition.workloads_of(stages["FuseTIR"])
-    traced = provenance.trace(provenance.relax_operators(mod), stages, workloads)
+    traced, layout_changes = provenance.trace(provenance.relax_operators(mod), stages, workloads)
     bindings = [b for block in mod["main"].body.blocks for b in block.bindings]
     assert [o.name for o in traced] == [b.var.name for b in bindings]
     assert {o.workload for o in traced if o.workload} == set(workloads)
@@ -172,8 +192,8 @@ def test_a_relax_model_is_traced_by_its_bindings(tmp_path):
 def test_a_failed_trace_is_recorded_and_explained_not_fatal(tmp_path):
     from modelbuild.steps import partition
 
-    operators, error = partition._provenance([], {}, {})
-    assert operators == () and error.startswith("KeyError")
+    operators, layout_changes, error = partition._provenance([], {}, {})
+    assert operators == () == layout_changes and error.startswith("KeyError")
     man = manifest.Manifest("m", (manifest.Workload("w", "1"),), (), (), (), error)
     layout = Project(tmp_path).model("m")
     with pytest.raises(BuildError, match="no provenance recorded for model 'm': KeyError"):

@@ -29,6 +29,11 @@ from . import options
 from .output import console
 from .workspace import resolve_model
 
+LAYOUT_CHANGE = "layout change"
+LAYOUT_CHANGE_WHY = ("no operator of the model: the build's layout converts a tensor there "
+                     "(at the graph's edges, or around an operator that cannot take the "
+                     "blocked layout)")
+
 # -- reports ---------------------------------------------------------------------
 
 
@@ -45,6 +50,7 @@ def model_report(layout: ModelLayout, man: Manifest) -> dict:
             "operators": [o.name for o, _ in sources],
             "op_types": dict(Counter(o.op_type for o, _ in sources)),
             "partly": [o.name for o, part in sources if part],
+            "layout_change": _layout_json(man, name),
             "record": _record_source(records[name].status) or records[name].status,
             "compute": records[name].compute,
             "computes": list(records[name].computes),
@@ -77,6 +83,7 @@ def workload_report(layout: ModelLayout, man: Manifest, workload: str) -> dict:
         "model": layout.name,
         "workload": workload,
         "operators": [{**_operator_json(o), "partly": part} for o, part in man.sources(workload)],
+        "layout_change": _layout_json(man, workload),
         "provenance_error": _provenance_error(man),
         "record": {**row.to_json(), "source": _record_source(row.status)},
         "artifacts": [_artifact(kind, path) for kind, path in (
@@ -106,8 +113,13 @@ def node_report(layout: ModelLayout, man: Manifest, node: str) -> dict:
 
 def workloads_in_model_order(man: Manifest) -> list[str]:
     """Workload names in the order of the first operator each computes (the workloads
-    computing parts of one operator first, then the one computing its output)."""
+    computing parts of one operator first, then the one computing its output; a layout
+    change just before the operator whose input it converts)."""
     first: dict[str, tuple[int, int]] = {}
+    position = {o.name: i for i, o in enumerate(man.operators)}
+    for w, user in man.layout_changes:  # just before the operator whose input it converts
+        if user in position:
+            first[w] = (position[user], -1)
     for i, o in enumerate(man.operators):
         for j, w in enumerate((*o.also, o.workload)):
             if w is not None:
@@ -189,6 +201,22 @@ def _kernel_less_lines(no_kernel: list[dict]) -> list[str]:
     return [f"{reason}: {_types(types)}" for reason, types in by_reason.items()]
 
 
+def _layout_json(man: Manifest, workload: str) -> dict | None:
+    """None, or the operator whose input ``workload`` converts to another layout."""
+    name = man.layout_change(workload)
+    if name is None:
+        return None
+    op = man.operator(name) if name else None
+    return {"operator": name, "op_type": op.op_type if op else ""}
+
+
+def _layout_change(change: dict) -> str:
+    """'layout change' and the operator whose input it converts."""
+    if not change["operator"]:
+        return LAYOUT_CHANGE
+    return f"{LAYOUT_CHANGE} (the input of {change['operator']}, {change['op_type']})"
+
+
 def _types(counts) -> str:
     return ", ".join(f"{t} x{n}" if n > 1 else t for t, n in Counter(counts).most_common())
 
@@ -217,7 +245,11 @@ def render_model(console: Console, report: dict) -> None:
         count = str(len(r["operators"])) + ("*" if r["partly"] else "")
         record = r["record"] + ("" if r.get("compute", "direct") == "direct"
                                 else f" ({r['compute']})")
-        cells = [r["workload"], count, escape(_types(r["op_types"])), record]
+        types = _types(r["op_types"])
+        if r["layout_change"] is not None:
+            change = _layout_change(r["layout_change"])
+            types = f"{types} + {change}" if types else change
+        cells = [r["workload"], count, escape(types), record]
         if timed:
             cells.append("unused" if r.get("calls") == 0 else
                          f"{r['median_ms']:.3f} ms" if r["median_ms"] is not None else "")
@@ -227,6 +259,8 @@ def render_model(console: Console, report: dict) -> None:
         console.print("unused: a kernel the graph never calls when the model runs")
     if any(r["partly"] for r in rows):
         console.print("* computes part of an operator whose output another workload computes")
+    if any(r["layout_change"] is not None for r in rows):
+        console.print(f"{LAYOUT_CHANGE}: {LAYOUT_CHANGE_WHY}")
     no_kernel = report["no_kernel"]
     if no_kernel:
         console.print(f"{len(no_kernel)} operator(s) without a kernel:")
@@ -250,6 +284,10 @@ def render_workload(console: Console, report: dict, root: Path) -> None:
         for o in ops:
             part = f"  (in part; its output: {o['workload']})" if o["partly"] else ""
             console.print(escape(f"  {o['name']:<{width}}  {o['op_type']}{part}"))
+        if report["layout_change"] is not None:
+            console.print(escape(f"  {'and ' if ops else ''}a "
+                                 f"{_layout_change(report['layout_change'])}"
+                                 f": {LAYOUT_CHANGE_WHY}"))
     rec = report["record"]
     if rec["record"]:
         line = f"record: {_relative(rec['record'], root)} ({rec['status']}"

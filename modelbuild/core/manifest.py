@@ -13,7 +13,8 @@ import msgpack
 
 from . import atomic
 
-FORMAT = 3  # 2: operators (provenance); 3: external data files, outputs, calls per workload
+FORMAT = 4  # 2: operators (provenance); 3: external data files, outputs, calls per workload;
+# 4: the workloads changing the layout
 OUTPUT_DIRS = ("workloads", "computes", "graph")  # where partition's outputs are, in its folder
 
 
@@ -72,12 +73,20 @@ class Manifest:
     # every file partition wrote besides the manifest (relative to the partition folder):
     # (path, size, sha256)
     outputs: tuple[tuple[str, int, str], ...] = ()
+    # the workloads computing a change of layout the build's layout added (no operator's),
+    # each with the operator whose input it converts ("" when none uses it)
+    layout_changes: tuple[tuple[str, str], ...] = ()
 
     def workload(self, name: str) -> Workload | None:
         return next((w for w in self.workloads if w.name == name), None)
 
     def operator(self, name: str) -> Operator | None:
         return next((o for o in self.operators if o.name == name), None)
+
+    def layout_change(self, workload: str) -> str | None:
+        """The operator whose input ``workload`` converts to another layout ("" for none),
+        or None when it is no layout change."""
+        return dict(self.layout_changes).get(workload)
 
     def sources(self, workload: str) -> list[tuple[Operator, bool]]:
         """The operators a workload computes, in model order; True marks one the workload
@@ -97,6 +106,7 @@ class Manifest:
             "provenance_error": self.provenance_error,
             "external_data": list(self.external_data),
             "outputs": [list(o) for o in self.outputs],
+            "layout_changes": [list(c) for c in self.layout_changes],
         })
 
     @classmethod
@@ -118,6 +128,7 @@ class Manifest:
             provenance_error=raw["provenance_error"],
             external_data=tuple(raw["external_data"]),
             outputs=tuple((p, int(n), d) for p, n, d in raw["outputs"]),
+            layout_changes=tuple((str(w), str(o)) for w, o in raw["layout_changes"]),
         ))
 
 

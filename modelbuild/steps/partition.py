@@ -292,16 +292,17 @@ def _inputs_of(fused):
                  for p in params)
 
 
-def _provenance(operators, stages, workloads) -> tuple[tuple, str]:
-    """(operators, "") or ((), why not): provenance is best effort and never fails a build."""
+def _provenance(operators, stages, workloads) -> tuple[tuple, tuple, str]:
+    """(operators, the layout's workloads, "") or ((), (), why not): provenance is best
+    effort and never fails a build."""
     from . import provenance
 
     if operators is None:
-        return (), "the ONNX importer of this TVM version did not keep its tensor map"
+        return (), (), "the ONNX importer of this TVM version did not keep its tensor map"
     try:
-        return provenance.trace(operators, stages, set(workloads)), ""
+        return (*provenance.trace(operators, stages, set(workloads)), "")
     except Exception as err:  # noqa: BLE001 - reported in the manifest, shown by explain
-        return (), f"{type(err).__name__}: {err}"
+        return (), (), f"{type(err).__name__}: {err}"
 
 
 def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
@@ -321,7 +322,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
     objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                           target_spec.pack_graph_imports)
-    traced, error = _provenance(operators, stages, funcs)
+    traced, layout_changes, error = _provenance(operators, stages, funcs)
     calls = calls_of(fused)
     written = ([layout.workload(n) for n in funcs] + variant_files
                + [layout.graph_dir / o for o in objects])
@@ -332,6 +333,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
         graph_objects=tuple(objects),
         inputs=_inputs_of(fused),
         operators=traced,
+        layout_changes=layout_changes,
         provenance_error=error,
         external_data=external,
         outputs=tuple((str(p.relative_to(layout.partition_dir)), p.stat().st_size, file_digest(p))

@@ -21,6 +21,10 @@ in the modules partition makes anyway (nothing is imported or fused twice):
 
 Each operator ends with the workload computing its output (and any other
 workloads computing part of it), or with the reason it has none.
+
+A ``layout_transform`` that ``ConvertLayout`` adds (the blocked layout's changes at
+the graph's edges and around operators that cannot take it) is no operator's: the
+workloads computing one are listed as the layout's, not charged to a neighbour.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from ..core.manifest import Operator
 
 FOLDED = "folded into constants"
+LAYOUT = -1  # the owner of a binding the build's layout added: no operator of the model
 
 
 class TraceError(Exception):
@@ -70,8 +75,11 @@ def relax_operators(mod) -> list[SourceOp]:
     return [SourceOp(b.var.name, _describe(b.value), [b.var]) for b in _bindings(mod["main"])]
 
 
-def trace(ops: list[SourceOp], stages: dict, workloads) -> tuple[Operator, ...]:
-    """Where each operator went, from the modules partition made.
+def trace(ops: list[SourceOp], stages: dict,
+          workloads) -> tuple[tuple[Operator, ...], tuple[tuple[str, str], ...]]:
+    """Where each operator went, from the modules partition made; and the workloads
+    computing a change of layout the build's layout added, each with the operator whose
+    input it converts ("" when no operator uses it), in model order.
 
     ``stages``: the imported module ("import") and the modules after each pass of
     core/passes.py's PASSES (at least "FoldConstant" and "FuseTIR"); ``workloads``: the
@@ -89,8 +97,13 @@ def trace(ops: list[SourceOp], stages: dict, workloads) -> tuple[Operator, ...]:
 
     kernels: dict[int, list[str]] = {}
     survivors: dict[int, list[str]] = {}
-    for owner, binding, kernel in zip(owners, _bindings(stages["FoldConstant"]["main"]), kernel_of):
-        if owner is None:
+    folded = _bindings(stages["FoldConstant"]["main"])
+    layout: dict[str, str] = {}
+    for i, (owner, binding, kernel) in enumerate(zip(owners, folded, kernel_of)):
+        if owner == LAYOUT and kernel is not None:
+            user = _first_user(folded, owners, i)
+            layout.setdefault(kernel, ops[user].name if user is not None else "")
+        if owner is None or owner == LAYOUT:
             continue
         survivors.setdefault(owner, []).append(_describe(binding.value))
         if kernel is not None:
@@ -111,7 +124,22 @@ def trace(ops: list[SourceOp], stages: dict, workloads) -> tuple[Operator, ...]:
         else:
             result.append(Operator(op.name, op.op_type, None,
                                    notes.get(k, "no kernel: the importer made nothing for it")))
-    return tuple(result)
+    return tuple(result), tuple(layout.items())
+
+
+def _first_user(bindings: list, owners: list, start: int) -> int | None:
+    """The operator owning the first binding after ``bindings[start]`` that uses its
+    variable (through other layout changes)."""
+    from tvm import relax
+
+    wanted = {_key(bindings[start].var)}
+    for b, owner in zip(bindings[start + 1:], owners[start + 1:]):
+        if not wanted & {_key(v) for v in relax.analysis.free_vars(b.value)}:
+            continue
+        if owner is not None and owner != LAYOUT:
+            return owner
+        wanted.add(_key(b.var))
+    return None
 
 
 # -- step 1: the imported module ----------------------------------------------------
@@ -174,8 +202,9 @@ def _owners_at_import(ops: list[SourceOp], main) -> tuple[list, dict]:
 def _carry(before: list, owners: list, after: list) -> list:
     """Owners of the bindings ``after`` a pass, from those ``before`` it, by variable.
     A binding the pass made in place of others (a conv with a BatchNorm folded in) takes
-    the owner of a binding of the same operator that vanished at that place; another
-    binding it added goes with the next binding that was there before."""
+    the owner of a binding of the same operator that vanished at that place; a
+    ``layout_transform`` it added is the layout's (``LAYOUT``); another binding it added
+    goes with the next binding that was there before."""
     known = {_key(b.var): o for b, o in zip(before, owners)}
     position = {_key(b.var): i for i, b in enumerate(before)}
     out: list = [None] * len(after)
@@ -194,7 +223,10 @@ def _carry(before: list, owners: list, after: list) -> list:
         for t in range(i, j):
             op = _op(after[t].value)
             match = next((q for q, (name, _) in enumerate(vanished) if op and name == op), None)
-            out[t] = pending if match is None else vanished.pop(match)[1]
+            if match is not None:
+                out[t] = vanished.pop(match)[1]
+            else:
+                out[t] = LAYOUT if op == "relax.layout_transform" else pending
         i = j
     return out
 
