@@ -60,7 +60,7 @@ from rich.table import Table
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = REPO / "bench" / "results" / "build_speed.json"
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 120)
 
 # Targets per model; a model not listed here is held to resnet50's.
 TARGETS = {

@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-console = Console()
+console = Console(emoji=False)
 WORKERS = (8, 32, 128)
 
 

@@ -123,6 +123,20 @@ def test_broken_model_file(tiny_copy):
     assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
+def test_names_are_printed_as_written_not_as_emoji_codes(tmp_path):
+    """A model named m failed as 'partition\u24c2 error': rich read ':m:' as an emoji code."""
+    from conftest import cli, make_project
+    from onnx_models import tiny_model
+
+    project = make_project(tmp_path / "p", {"m": tiny_model()})
+    (project.root / "models" / "m.onnx").write_bytes(b"\x08garbage")
+    run = _failed(project, "build:m")
+    assert "failed partition:m: " in run.output and "\u24c2" not in run.output, run.output
+    proc = cli(project, "explain", "m", check=False)
+    assert proc.returncode != 0 and "models/m.onnx: cannot read ONNX model" in proc.stderr
+    assert "\u24c2" not in proc.stdout + proc.stderr
+
+
 def test_failed_build_then_fix_builds_again(good, tiny_variants):
     project, workload, path, _ = good
     path.write_text("{")

@@ -4,5 +4,5 @@ from __future__ import annotations
 
 from rich.console import Console
 
-console = Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, emoji=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)

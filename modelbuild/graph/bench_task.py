@@ -18,7 +18,7 @@ def run(project: Project, model: str, target: str, runs: int, warmup: int) -> No
 
     from ..measure import benchmark
 
-    console = Console(highlight=False, soft_wrap=True)  # doit shows a task's stdout (verbosity 2)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)  # doit shows a task's stdout (verbosity 2)
 
     def on_progress(phase, done, total):
         if done == 1:

@@ -44,7 +44,7 @@ class ModelbuildReporter(ConsoleReporter):
 
     def __init__(self, outstream, options):
         super().__init__(outstream, options)
-        self.console = Console(file=outstream, highlight=False, soft_wrap=True)
+        self.console = Console(file=outstream, highlight=False, soft_wrap=True, emoji=False)
         self.project = Project(Path.cwd())
         self.started: dict[str, float] = {}
         self.ran: Counter = Counter()
