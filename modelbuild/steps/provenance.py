@@ -99,9 +99,10 @@ def trace(ops: list[SourceOp], stages: dict,
     survivors: dict[int, list[str]] = {}
     folded = _bindings(stages["FoldConstant"]["main"])
     layout: dict[str, str] = {}
+    users = _users(folded) if LAYOUT in owners else {}
     for i, (owner, binding, kernel) in enumerate(zip(owners, folded, kernel_of)):
         if owner == LAYOUT and kernel is not None:
-            user = _first_user(folded, owners, i)
+            user = _first_user(users, owners, i)
             layout.setdefault(kernel, ops[user].name if user is not None else "")
         if owner is None or owner == LAYOUT:
             continue
@@ -127,19 +128,34 @@ def trace(ops: list[SourceOp], stages: dict,
     return tuple(result), tuple(layout.items())
 
 
-def _first_user(bindings: list, owners: list, start: int) -> int | None:
-    """The operator owning the first binding after ``bindings[start]`` that uses its
-    variable (through other layout changes)."""
+def _users(bindings: list) -> dict[int, list[int]]:
+    """For each binding (by index), the later bindings using its variable, in order."""
     from tvm import relax
 
-    wanted = {_key(bindings[start].var)}
-    for b, owner in zip(bindings[start + 1:], owners[start + 1:]):
-        if not wanted & {_key(v) for v in relax.analysis.free_vars(b.value)}:
-            continue
-        if owner is not None and owner != LAYOUT:
-            return owner
-        wanted.add(_key(b.var))
-    return None
+    by_var = {_key(b.var): i for i, b in enumerate(bindings)}
+    users: dict[int, list[int]] = {}
+    for i, b in enumerate(bindings):
+        for v in relax.analysis.free_vars(b.value):
+            j = by_var.get(_key(v))
+            if j is not None:
+                users.setdefault(j, []).append(i)
+    return users
+
+
+def _first_user(users: dict, owners: list, start: int) -> int | None:
+    """The operator owning the first binding that uses ``start``'s variable, looking
+    through bindings no operator owns (other layout changes)."""
+    pending, seen, best = [start], {start}, None
+    while pending:
+        for u in users.get(pending.pop(), []):
+            if u in seen:
+                continue
+            seen.add(u)
+            if owners[u] is not None and owners[u] != LAYOUT:
+                best = u if best is None else min(best, u)
+            else:
+                pending.append(u)
+    return owners[best] if best is not None else None
 
 
 # -- step 1: the imported module ----------------------------------------------------
@@ -185,12 +201,7 @@ def _owners_at_import(ops: list[SourceOp], main) -> tuple[list, dict]:
             notes[k] = "; ".join(dict.fromkeys(reasons))
 
     # A binding no output claims was made on the way to one: it goes with its first user.
-    users: dict[int, list[int]] = {}
-    for i, b in enumerate(binds):
-        for v in relax.analysis.free_vars(b.value):
-            j = by_var.get(_key(v))
-            if j is not None:
-                users.setdefault(j, []).append(i)
+    users = _users(binds)
     for i in reversed(range(len(binds))):
         if owner[i] is None:
             owner[i] = next((owner[u] for u in users.get(i, []) if owner[u] is not None), None)
