@@ -82,6 +82,27 @@ def test_the_layout_s_changes_are_nobody_s_operators_and_say_whose_input_they_co
     assert "a layout change (the input of flatten, Flatten): no operator of the model" in one
 
 
+def test_a_layout_change_of_the_model_s_output_says_so(tmp_path):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((16, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(  # y is an output and relu's input: converted back for both
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], name="conv"),
+         helper.make_node("Relu", ["y"], ["z"], name="relu")], "one",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 16, 8, 8])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    project = make_project(tmp_path / "p", {"one": model})
+    project.doit("partition:one")
+    man = read_manifest(project, "one")
+    assert [user for _, user in man.layout_changes] == ["conv", ""], man.layout_changes
+    last = man.layout_changes[-1][0]
+    out = cli(project, "explain", "one", last).stdout
+    assert "a layout change (of the model's output): no operator of the model" in out
+
+
 def test_folded_and_kernel_less_operators_say_why(partitioned):
     ops = {o.name: o for o in read_manifest(partitioned, "ops").operators}
     assert ops["weights"].workload is None and ops["weights"].note.startswith("folded into constants")

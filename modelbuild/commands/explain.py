@@ -211,9 +211,9 @@ def _layout_json(man: Manifest, workload: str) -> dict | None:
 
 
 def _layout_change(change: dict) -> str:
-    """'layout change' and the operator whose input it converts."""
-    if not change["operator"]:
-        return LAYOUT_CHANGE
+    """'layout change' and the operator whose input it converts, or the model's output."""
+    if not change["operator"]:  # no operator reads it: the graph returns it
+        return f"{LAYOUT_CHANGE} (of the model's output)"
     return f"{LAYOUT_CHANGE} (the input of {change['operator']}, {change['op_type']})"
 
 

@@ -74,7 +74,7 @@ class Manifest:
     # (path, size, sha256)
     outputs: tuple[tuple[str, int, str], ...] = ()
     # the workloads computing a change of layout the build's layout added (no operator's),
-    # each with the operator whose input it converts ("" when none uses it)
+    # each with the operator whose input it converts ("" when none does: a model output)
     layout_changes: tuple[tuple[str, str], ...] = ()
 
     def workload(self, name: str) -> Workload | None:

@@ -79,7 +79,7 @@ def trace(ops: list[SourceOp], stages: dict,
           workloads) -> tuple[tuple[Operator, ...], tuple[tuple[str, str], ...]]:
     """Where each operator went, from the modules partition made; and the workloads
     computing a change of layout the build's layout added, each with the operator whose
-    input it converts ("" when no operator uses it), in model order.
+    input it converts ("" when no operator uses it: the graph returns it), in model order.
 
     ``stages``: the imported module ("import") and the modules after each pass of
     core/passes.py's PASSES (at least "FoldConstant" and "FuseTIR"); ``workloads``: the
