@@ -65,3 +65,41 @@ def test_model_edit_that_removes_workloads_removes_their_files(tmp_path):
     assert on_disk == names
     assert not any("matmul" in n for n in names)
     assert "link:tiny" in run.ran
+
+
+def _chain_model(length: int):
+    """x -> a chain of ``length`` element-wise operators, which FuseOps fuses into one
+    kernel named after all of them (single-use operators: abs and tanh use their input
+    more than once once lowered, and a long chain of them compiles for minutes)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    ops = ["Sigmoid", "Neg", "Relu", "Exp"]
+    nodes = [helper.make_node(ops[i % 4], [f"t{i - 1}" if i else "x"], [f"t{i}"])
+             for i in range(length)]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+        [helper.make_tensor_value_info(f"t{length - 1}", TensorProto.FLOAT, [1, 4, 5, 5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_a_kernel_fused_from_a_long_chain_gets_a_short_stable_name(tmp_path):
+    """FuseOps named it with 200+ characters: partition failed with 'File name too long',
+    or (200 and a few) wrote a manifest it could not read back."""
+    import re
+
+    from conftest import assert_close, model_inputs, onnx_output, run_library
+
+    project = make_project(tmp_path / "p", {"chain": _chain_model(24)})
+    project.doit("build:chain", "layout=NCHW")
+    man = manifest.read(project.root / "build/chain/partition/manifest.msgpack")
+    [name] = [w.name for w in man.workloads]
+    assert len(name) == manifest.WORKLOAD_NAME_MAX and re.fullmatch(r"fused_\w+_[0-9a-f]{12}", name)
+    assert (project.root / "build/chain/objects" / f"{name}.o").is_file()
+    x = model_inputs(project.root, "chain")
+    assert_close(run_library(project.library("chain"), x), onnx_output(project.root, "chain", x))
+    again = make_project(tmp_path / "q", {"chain": _chain_model(24)})  # the same name again
+    again.doit("partition:chain", "layout=NCHW")
+    assert [w.name for w in manifest.read(
+        again.root / "build/chain/partition/manifest.msgpack").workloads] == [name]
+    assert manifest.short_name(name) == name and manifest.short_name("a" * 40) == "a" * 40

@@ -18,6 +18,21 @@ FORMAT = 4  # 2: operators (provenance); 3: external data files, outputs, calls 
 OUTPUT_DIRS = ("workloads", "computes", "graph")  # where partition's outputs are, in its folder
 
 
+WORKLOAD_NAME_MAX = 160  # a file name is at most 255 bytes; workload files add suffixes
+
+
+def short_name(name: str) -> str:
+    """``name``, or when it is longer than WORKLOAD_NAME_MAX, its start and a digest of all
+    of it: the same long name always gives the same short one (records keep matching),
+    two long names sharing a start give two."""
+    if len(name) <= WORKLOAD_NAME_MAX:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return f"{name[:WORKLOAD_NAME_MAX - len(digest) - 1]}_{digest}"
+
+
 def plain_name(name) -> bool:
     """Whether ``name`` can name a file inside one folder and nothing else: a non-empty
     string without a path separator, ``..``, a drive colon or a leading dot (workload and

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import blocked_layout
+from .graph_passes import pipeline
 
 DIRECT = "direct"  # the compute partition fuses: every workload has it
 
@@ -197,11 +198,11 @@ def variant_workloads(stages: dict, passes: tuple, target, workloads: dict,
     channel block (None: NCHW), as partition legalized with it."""
     import tvm
     import tvm_ffi
-    from tvm import relax
 
     if "FuseOps" not in stages or "LegalizeOps" not in stages:
         return {}
     after = passes[passes.index("FuseOps") + 1:]
+    steps = dict(pipeline(block))
     legalize = passes.index("LegalizeOps")
     before = stages[passes[legalize - 1]] if legalize else stages["import"]  # what it legalized
     out: dict = {}
@@ -215,8 +216,8 @@ def variant_workloads(stages: dict, passes: tuple, target, workloads: dict,
             if gv.name_hint in swap:
                 mod = _with(mod, gv, swap[gv.name_hint].with_attrs(func.attrs))
         with target:
-            for name in after:
-                mod = getattr(relax.transform, name)()(mod)
+            for name in after:  # partition's own passes: the same workload names
+                mod = steps[name](mod)
         found = {gv.name_hint: f for gv, f in mod.functions.items()
                  if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint in workloads
                  and not tvm_ffi.structural_equal(f, workloads[gv.name_hint])}
