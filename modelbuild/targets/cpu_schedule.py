@@ -116,14 +116,18 @@ def _extent(sch, loop) -> int:
 
 
 def _inline(sch, root) -> None:
-    """Inline copies and epilogues (not padding: see the module's docstring), until none is left."""
+    """Inline copies and epilogues (not padding: see the module's docstring), until none is
+    left or inlining one more would make an expression too big to compile (``_grows``)."""
     changed = True
     while changed:
         changed = False
         for block in sch.get_child_blocks(root):
             if _is_reduction(sch, block) or _pads(sch, block):
                 continue
-            for inline in (sch.compute_inline, sch.reverse_compute_inline):
+            for inline, into in ((sch.compute_inline, sch.get_consumers),
+                                 (sch.reverse_compute_inline, sch.get_producers)):
+                if _grows(sch, block, into, inline == sch.compute_inline):
+                    continue
                 try:
                     inline(block)
                 except Exception:  # noqa: BLE001 - not inlinable: scheduled on its own
@@ -132,6 +136,69 @@ def _inline(sch, root) -> None:
                 break
             if changed:
                 break
+
+
+# An inlined block's expression is copied into its consumer once per use, and TIR is
+# compiled as a tree: a chain of operators using their operand more than once (a Select,
+# tanh, which LLVM's intrinsic rules lower to five uses of its argument) grows exponentially
+# when inlined whole: 16 alternating Tanh and Abs took 100 s to compile (tvm.compile, which
+# does not inline them, 0.1 s). Past this many nodes a block keeps its own buffer.
+INLINED_NODES_MAX = 2048
+_LOWERED_USES = {"tirx.tanh": 5, "tirx.tan": 2, "tirx.atanh": 2}
+
+
+def _grows(sch, block, neighbours, forward: bool) -> bool:
+    """Whether inlining ``block`` into ``neighbours(block)`` (its consumers when ``forward``,
+    else its producer) would make an expression of more than INLINED_NODES_MAX nodes.
+    A block this cannot measure (not one store) is left to the inline's own checks."""
+    import tvm
+
+    b = sch.get(block)
+    try:
+        others = [sch.get(o) for o in neighbours(block)]
+    except Exception:  # noqa: BLE001 - no such neighbours: the inline fails on its own
+        return False
+    for o in others:
+        inner, outer = (b, o) if forward else (o, b)
+        if not (isinstance(inner.body, tvm.tirx.BufferStore)
+                and isinstance(outer.body, tvm.tirx.BufferStore) and inner.writes):
+            continue
+        try:
+            size, _ = _tree(inner.body.value, None, {})
+            outer_size, uses = _tree(outer.body.value, inner.writes[0].source, {})
+        except Exception:  # noqa: BLE001 - an expression this does not know: inline as before
+            continue
+        if outer_size + uses * max(size - 1, 0) > INLINED_NODES_MAX:
+            return True
+    return False
+
+
+def _tree(expr, buffer, memo: dict) -> tuple[int, int]:
+    """(nodes of ``expr`` as a tree once lowered, reads of ``buffer`` in it), each operand
+    counted once per use."""
+    import tvm
+
+    key = expr.id_
+    if key in memo:
+        return memo[key]
+    if isinstance(expr, tvm.ir.TensorLoad):
+        found = (1, 1 if buffer is not None and expr.source.same_as(buffer) else 0)
+    else:
+        weight = 1
+        if isinstance(expr, tvm.ir.Call):
+            children = list(expr.args)
+            weight = _LOWERED_USES.get(getattr(expr.op, "name", ""), 1)
+        else:
+            children = [getattr(expr, f) for f in ("a", "b", "value", "condition", "true_value",
+                                                   "false_value", "body") if hasattr(expr, f)]
+        size, uses = 1, 0
+        for child in children:
+            if isinstance(child, tvm.ir.Expr):
+                s, u = _tree(child, buffer, memo)
+                size, uses = size + weight * s, uses + weight * u
+        found = (size, uses)
+    memo[key] = found
+    return found
 
 
 def _pads(sch, block) -> bool:
