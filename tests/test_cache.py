@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -145,3 +146,29 @@ def test_cache_prune_removes_the_least_recently_used_and_clear_removes_all(tiny_
     assert _stats(tiny_copy)["entries"] == 0
     # An emptied cache costs nothing on a no-op: outputs are checked against their stamps.
     assert tiny_copy.doit("build:tiny").ran == set()
+
+
+def test_clear_and_prune_remove_cache_entries_only_wherever_the_cache_points(tiny_copy, tmp_path):
+    """`MODELBUILD_CACHE=. cache clear` removed the project's models/, schedules/ and
+    build/ (clear removed every folder in the cache's), and a shared folder's other
+    contents: the cache is allowed to live among other files."""
+    shared = tmp_path / "shared"
+    other = shared / "someapp" / "ab" / ("ab" + "0" * 62)  # shaped like an entry, not ours
+    other.parent.mkdir(parents=True)
+    other.write_text("precious")
+    (shared / "object").mkdir()
+    (shared / "object" / "notes.txt").write_text("mine")
+    env = {**os.environ, cache.ENV: str(shared)}
+    shutil.rmtree(tiny_copy.root / "build")
+    run = tiny_copy.doit("build:tiny", env=env)  # entries into the shared folder
+    assert run.ran and _stats(tiny_copy, env)["entries"] > 0
+    for args in (("prune", "--max-size", "0"), ("clear",)):
+        proc = _cache_cli(tiny_copy, *args, env=env)
+        assert proc.returncode == 0, proc.stderr
+    assert _stats(tiny_copy, env)["entries"] == 0
+    assert other.read_text() == "precious" and (shared / "object" / "notes.txt").read_text() == "mine"
+    here = {**os.environ, cache.ENV: "."}  # the project itself
+    names = sorted(p.name for p in tiny_copy.root.iterdir())
+    proc = _cache_cli(tiny_copy, "clear", env=here)
+    assert proc.returncode == 0 and sorted(p.name for p in tiny_copy.root.iterdir()) == names
+    assert tiny_copy.library("tiny").is_file() and (tiny_copy.root / "models" / "tiny.onnx").is_file()

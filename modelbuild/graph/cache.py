@@ -37,7 +37,6 @@ and by ``python -m modelbuild cache stats``. No TVM here.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from pathlib import Path
 from ..core import atomic, settings
 from ..core.digest import bytes_digest
 from ..core.layout import Project
+from . import kinds
 from .remote import FORGED, UNSIGNED, RemoteStore, redact
 
 ENV = settings.BY_KEY["cache-dir"].env
@@ -266,11 +266,18 @@ class Cache:
 
     # -- maintenance ------------------------------------------------------------
     def entries(self) -> list[tuple[Path, int, float]]:
-        """(path, size, last use) of every entry."""
+        """(path, size, last use) of every entry: a file named by its key (64 hex digits)
+        in its shard (the key's first two) of a step's section, and nothing else: the cache
+        may be a folder other files live in too (`MODELBUILD_CACHE=.`, ~/.cache), and
+        prune and clear remove only what this lists."""
         found = []
-        if self.root.is_dir():
-            for path in self.root.glob("*/??/*"):
-                if path.is_file() and not path.name.startswith("."):
+        for section in SECTIONS:
+            folder = self.root / section
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for path in folder.glob("??/*"):
+                if _is_key(path.name) and path.parent.name == path.name[:2] \
+                        and path.is_file() and not path.is_symlink():
                     st = path.stat()
                     found.append((path, st.st_size, st.st_mtime))
         return found
@@ -291,12 +298,25 @@ class Cache:
         return removed, freed
 
     def clear(self) -> tuple[int, int]:
+        """Remove every entry (and the folders they leave empty); nothing else."""
         entries = self.entries()
-        if self.root.is_dir():
-            for child in self.root.iterdir():
-                if child.is_dir():
-                    shutil.rmtree(child, ignore_errors=True)
+        for path, _, _ in entries:
+            path.unlink(missing_ok=True)
+        for folder in {p.parent for p, _, _ in entries}:
+            for empty in (folder, folder.parent):
+                try:
+                    empty.rmdir()
+                except OSError:
+                    pass  # not empty: another writer's temporary file, or not ours
         return len(entries), sum(size for _, size, _ in entries)
+
+
+SECTIONS = tuple(k.cache for k in kinds.PIPELINE if k.cache)  # the cache's own folders
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_key(name: str) -> bool:
+    return len(name) == 64 and set(name) <= _HEX
 
 
 def start_run(project: Project) -> None:
