@@ -66,6 +66,21 @@ def test_python_schedule_that_raises_names_file_line_and_workload(tiny_copy):
     assert check.returncode == 1 and "at line 5" in check.stdout
 
 
+def test_a_schedule_that_calls_sys_exit_fails_its_step_not_the_whole_run_with_success(tiny_copy):
+    """sys.exit(0) in a schedule ended doit with 0 and 'done', the library not relinked."""
+    workload = tiny_conv_workload(tiny_copy)
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for text in ("def schedule(sch):\n    import sys; sys.exit(0)\n", "import sys\nsys.exit(0)\n"):
+        path.write_text(text)
+        run = tiny_copy.doit("build:tiny", check=False)
+        assert run.returncode != 0, run
+        assert "called sys.exit(0): a schedule cannot end the build" in run.output
+        assert f"failed lower:tiny/{workload}" in run.output and "Traceback" not in run.output
+        assert sha256(tiny_copy.library("tiny")) == lib_hash
+
+
 def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
     from modelbuild.schedules import records
 

@@ -146,6 +146,8 @@ def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path
     except SyntaxError as err:
         raise BuildError(f"syntax error at line {err.lineno}: {err.msg}", file=path,
                          workload=workload, hint=HINT) from None
+    except SystemExit as err:
+        raise _exited(err, "loading the file", path, workload) from None
     except Exception as err:
         raise BuildError(f"loading the file raised{_where(err, path)}: {summarize(err)}",
                          file=path, workload=workload, hint=HINT) from None
@@ -154,6 +156,13 @@ def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path
         raise BuildError("the file defines no function `schedule(sch)`", file=path,
                          workload=workload, hint="define def schedule(sch): ...")
     return fn
+
+
+def _exited(err: SystemExit, what: str, path: Path, workload: str) -> BuildError:
+    """A schedule that calls sys.exit() (or exit()) fails its own step: left to run, it
+    ended the whole doit run with its code, 0 included, the library not linked."""
+    return BuildError(f"{what} called sys.exit({err.code!r}): a schedule cannot end the build",
+                      file=path, workload=workload, hint=HINT)
 
 
 def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
@@ -167,6 +176,8 @@ def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
     try:
         with _helpers_importable(path, source, helpers):
             fn(sch)
+    except SystemExit as err:
+        raise _exited(err, "the schedule function", path, name) from None
     except Exception as err:
         raise BuildError(f"the schedule function raised{_where(err, path)}: {summarize(err)}",
                          file=path, workload=name, hint=HINT) from None
