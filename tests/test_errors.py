@@ -65,6 +65,37 @@ def test_trace_that_does_not_apply(good):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+def _categorical_decision(trace):
+    insts, decisions = trace
+    return next(k for k, (index, _) in enumerate(decisions)
+                if insts[index][0] == "SampleCategorical")
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d, k: d[k].__setitem__(1, None), "must be an integer or a list of integers, not null"),
+    (lambda d, k: d[k].__setitem__(0, 9999), "a decision names instruction 9999; the trace has"),
+    (lambda d, k: d[k].__setitem__(0, -1), "a decision names instruction -1;"),
+    (lambda d, k: d[k].__setitem__(1, 99), "must pick one of its"),
+    (lambda d, k: d[k].__setitem__(1, True), "must be an integer or a list of integers, not true"),
+    (lambda d, k: d.append(list(d[k])), "two decisions for instruction"),
+])
+def test_a_decision_tvm_would_crash_on_is_a_record_error(good, mutate, message):
+    """A null decision or an index past the trace's instructions segfaulted doit (rc 139),
+    -1 corrupted the heap: TVM trusts a trace's decisions."""
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    mutate(data["trace"][1], _categorical_decision(data["trace"]))
+    path.write_text(json.dumps(data))
+    from conftest import cli
+
+    built, checked = _failed(project, "build:tiny"), cli(project, "check", "tiny", check=False)
+    for rc, output in ((built.returncode, built.output),
+                       (checked.returncode, checked.stdout + checked.stderr)):
+        assert rc == 1 and message in output, output
+        assert f"schedules/tiny/{workload}.json" in output and "Traceback" not in output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
 def test_trace_with_an_impossible_instruction(good):
     project, workload, path, lib_hash = good
     data = json.loads(path.read_text())

@@ -58,6 +58,51 @@ class Record:
         return json.dumps(meaning, sort_keys=True, separators=(",", ":"))
 
 
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -2**31 < value < 2**31
+
+
+def _decisions_problem(trace: list) -> str | None:
+    """What is wrong with the trace's decisions, or None. TVM trusts them: a null value, an
+    instruction index out of range or a category past the candidates crashed the whole
+    process (a segmentation fault, a corrupted heap) instead of failing the record."""
+    insts, decisions = trace
+    seen = set()
+    for d in decisions:
+        if not (isinstance(d, list) and len(d) == 2 and _int(d[0])):
+            return f"a decision must be [instruction index, value], not {json.dumps(d)[:60]}"
+        index, value = d
+        if not 0 <= index < len(insts):
+            return (f"a decision names instruction {index}; the trace has {len(insts)} "
+                    f"instructions (0 to {len(insts) - 1})")
+        if index in seen:
+            return f"two decisions for instruction {index}"
+        seen.add(index)
+        inst = insts[index]
+        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)
+                and isinstance(inst[2], list)):
+            return f"instruction {index} is not [kind, inputs, attributes, outputs]"
+        kind, attrs = inst[0], inst[2]
+        ints = isinstance(value, list) and all(_int(v) for v in value)
+        if not (_int(value) or ints):
+            return (f"the decision of instruction {index} ({kind}) must be an integer or a list "
+                    f"of integers, not {json.dumps(value)[:40]}")
+        if kind == "SampleCategorical":
+            count = len(attrs[0]) if attrs and isinstance(attrs[0], list) else 0
+            if not (_int(value) and 0 <= value < count):
+                return (f"the decision of instruction {index} (SampleCategorical) must pick one "
+                        f"of its {count} candidates (0 to {count - 1}), not {json.dumps(value)}")
+        elif kind in ("SamplePerfectTile", "SamplePartitionedTile"):
+            n = attrs[0] if attrs and _int(attrs[0]) else None
+            if not (ints and len(value) == n and all(v >= 1 for v in value)):
+                return (f"the decision of instruction {index} ({kind}) must be {n} tile "
+                        f"factors of at least 1, not {json.dumps(value)}")
+        elif kind == "SampleComputeLocation" and not (_int(value) and value >= -2):
+            return (f"the decision of instruction {index} (SampleComputeLocation) must be a "
+                    f"loop index (-2 or more), not {json.dumps(value)}")
+    return None
+
+
 def _fail(path: Path, workload: str | None, message: str, hint: str | None = None):
     raise BuildError(message, file=path, workload=workload, hint=hint)
 
@@ -87,6 +132,10 @@ def parse(text: str, path: Path, expected_workload: str | None = None) -> Record
     trace = data["trace"]
     if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(t, list) for t in trace)):
         _fail(path, expected_workload, "trace must be [instructions, decisions] as Trace.as_json() gives it")
+    problem = _decisions_problem(trace)
+    if problem is not None:
+        _fail(path, expected_workload, problem, "sample a valid record again "
+              "(`python -m modelbuild sample`), or restore the file from version control")
     if not isinstance(data["target"], dict) or "kind" not in data["target"]:
         _fail(path, expected_workload, "target must be a TVM target object with a 'kind'")
     run_secs = data.get("run_secs")
