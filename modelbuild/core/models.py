@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,7 +68,12 @@ def _from_toml(path: Path) -> ModelSpec:
     layout = data.get("layout")
     if layout is not None:
         check_layout(layout, file=path)
-    onnx_path = _resolve_onnx(str(data.get("onnx", f"{path.stem}.onnx")), path)
+    ref = data.get("onnx", f"{path.stem}.onnx")
+    if not isinstance(ref, str) or not ref.strip() or "\0" in ref or ref == "onnx:":
+        raise BuildError(f"onnx = {ref!r}: not a file name", file=path,
+                         hint='onnx names the model\'s ONNX file: "resnet50.onnx" (beside '
+                              'this file) or "onnx:<path>" (inside the onnx package)')
+    onnx_path = _resolve_onnx(ref, path)
     inputs = data.get("inputs", {})
     if not isinstance(inputs, dict) or not all(
         isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
@@ -134,6 +140,17 @@ def discover_all(models_dir: Path) -> tuple[dict[str, ModelSpec], dict[str, Buil
 
 
 def check_exists(spec: ModelSpec) -> None:
-    if not spec.onnx_path.is_file():
+    """The model's ONNX file is a regular file that can be opened (a folder gave an
+    internal error; a pipe or /dev/zero made partition wait or read forever)."""
+    try:
+        mode = spec.onnx_path.stat().st_mode
+    except FileNotFoundError:
         raise BuildError(f"model '{spec.name}': ONNX file {spec.onnx_path} does not exist",
+                         file=spec.declaration) from None
+    except OSError as err:
+        raise BuildError(f"model '{spec.name}': ONNX file {spec.onnx_path} cannot be read: "
+                         f"{err.strerror or type(err).__name__}", file=spec.declaration) from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device or a pipe)"
+        raise BuildError(f"model '{spec.name}': ONNX file {spec.onnx_path} is {kind}",
                          file=spec.declaration)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.digest import file_digest
 from ..core.layout import ModelLayout
-from ..core.models import ModelSpec
+from ..core.models import ModelSpec, check_exists
 from . import fingerprint, kinds, reasons
 from .cache_entries import LoweredOutput, ObjectOutput
 from .cached_step import Step
@@ -56,6 +56,7 @@ def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root
     def source(path: Path) -> dict:
         return {"file": os.path.relpath(path, root), "sha256": file_digest(path)}
 
+    check_exists(spec)  # a regular file: a folder, a pipe or /dev/zero is said, not read
     onnx = source(spec.onnx_path)
     external = _external_data(spec, layout, onnx["sha256"])
     return {"step": "partition", "model": spec.name, "layout": layout_of(spec, config),
