@@ -96,6 +96,24 @@ def test_a_decision_tvm_would_crash_on_is_a_record_error(good, mutate, message):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.mkdir(), "a folder, not a record file"),
+    (lambda p: p.symlink_to(p.parent / "gone.json"), "a link to a file that does not exist"),
+    (lambda p: p.symlink_to(p.name), "cannot be read: Too many levels of symbolic links"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "JSON nested too deeply"),
+])
+def test_something_at_a_record_s_path_that_is_no_record_file_is_an_error(good, make, message):
+    """A folder or a dangling link there was taken for no record (the build used the
+    default and said nothing); a link loop and deeply nested JSON were internal errors."""
+    project, workload, path, lib_hash = good
+    path.unlink()
+    make(path)
+    run = _failed(project, "build:tiny")
+    assert f"schedules/tiny/{workload}.json: workload {workload}: {message}" in run.output, run
+    assert "internal error" not in run.output and "Traceback" not in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
 def test_trace_with_an_impossible_instruction(good):
     project, workload, path, lib_hash = good
     data = json.loads(path.read_text())

@@ -258,11 +258,19 @@ def located(layout: ModelLayout, workload: str) -> tuple[Path, ...]:
     return tuple(p for p in candidates(layout, workload) if p.is_file())
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path) -> bytes | str | None:
+    """The file's bytes; None when there is no record there; or why what is there cannot be
+    read as one (a folder or a dangling link was taken for no record, silently)."""
     try:
         return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None  # deleted since it was found: as if it had not been there
+    except FileNotFoundError:
+        return "a link to a file that does not exist" if path.is_symlink() else None
+    except NotADirectoryError:
+        return None  # the model's schedules folder is a file: no record can be there
+    except IsADirectoryError:
+        return "a folder, not a record file"
+    except OSError as err:
+        return f"cannot be read: {err.strerror or type(err).__name__}"
 
 
 def of_files(workload: str, paths: tuple[Path, ...]) -> Active:
@@ -274,6 +282,8 @@ def of_files(workload: str, paths: tuple[Path, ...]) -> Active:
     if len(found) > 1:
         return Conflict(workload, tuple(p for p, _ in found))
     path, data = found[0]
+    if isinstance(data, str):
+        return Invalid(workload, path, b"", data, "put a record file there, or remove what is")
     if path.suffix == ".py":
         helpers = python_schedule.read_helpers(path, data)
         return Python(workload, path, data,

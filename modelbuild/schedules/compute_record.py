@@ -32,7 +32,7 @@ def named_compute(data: bytes) -> bool:
     that does not parse is left to records.parse to explain)."""
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(value, dict) and "compute" in value
 

@@ -115,6 +115,9 @@ def parse(text: str, path: Path, expected_workload: str | None = None) -> Record
         _fail(path, expected_workload,
               f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}",
               "fix the syntax, or restore the file from version control")
+    except RecursionError:
+        _fail(path, expected_workload, "JSON nested too deeply to be a record",
+              "restore the file from version control")
     if not isinstance(data, dict):
         _fail(path, expected_workload, "a record must be a JSON object")
     missing = [k for k in REQUIRED if k not in data]
