@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import atomic
+from ..core.errors import BuildError, summarize
 from ..core.workloads import load_json
 from ..targets.registry import TargetSpec
 
@@ -25,8 +26,16 @@ def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: st
     func = load_json(lowered.decode("utf-8"))
     # tvm.compile's AttachGlobalSymbol names each kernel after its global var.
     func = func.with_attr("global_symbol", name)
-    lib = tvm.tirx.build(tvm.IRModule({name: func}),
-                         target=tvm.target.Target(target_spec.tvm_target))
+    try:
+        lib = tvm.tirx.build(tvm.IRModule({name: func}),
+                             target=tvm.target.Target(target_spec.tvm_target))
+    except tvm.error.InternalError as err:
+        raise BuildError(
+            f"TVM's {target_spec.kind} code generator cannot compile this workload's scheduled "
+            f"TIR: {summarize(err, limit=1)}", workload=name,
+            hint="a record made for another target is the usual cause (the c target takes "
+                 "llvm's records, whose vector widths C cannot express): remove the "
+                 "workload's record, or sample one for this target") from None
     tmp = atomic.temp_path_for(out_file, suffix=target_spec.artifact_suffix)
     try:
         target_spec.emit(lib, tmp, name, target_spec)
