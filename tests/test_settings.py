@@ -48,7 +48,11 @@ def test_the_cache_dir_is_relative_to_the_root_from_pyproject_and_as_given_from_
 
 @pytest.mark.parametrize("env,value,expected", [
     ("MODELBUILD_REMOTE_CACHE_TIMEOUT", "0", "remote-cache-timeout must be a positive number "
-                                             "of seconds, not '0'"),
+                                             "of seconds (an hour at most), not '0'"),
+    ("MODELBUILD_REMOTE_CACHE_TIMEOUT", "inf", "not 'inf'"),
+    ("MODELBUILD_REMOTE_CACHE", "garbage", "remote-cache must be a URL such as s3://"),
+    ("MODELBUILD_EXECUTOR", "5", "executor must be host:port (tcp://host:8786), not '5'"),
+    ("MODELBUILD_EXECUTOR", "tcp://host:99999", "not 'tcp://host:99999'"),
     ("MODELBUILD_REMOTE_CACHE_TIMEOUT", "soon", "not 'soon'"),
     ("MODELBUILD_REMOTE_CACHE_MODE", "write-only", "remote-cache-mode must be one of read, "
                                                    "read-write, not 'write-only'"),
@@ -60,6 +64,23 @@ def test_a_bad_value_is_one_line_naming_the_setting_and_where_to_set_it(tmp_path
         settings.resolve(_project(tmp_path), {env: value}).get(key)
     assert expected in str(err.value)
     assert err.value.hint.startswith(f"set {env} or `{key}` under [tool.modelbuild]")
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("cache-dir = 5", "cache-dir must be non-empty text, not 5"),
+    ('cache-dir = ["a"]', "cache-dir must be non-empty text, not ['a']"),
+    ('cache-dir = ""', "cache-dir must be non-empty text, not ''"),
+    ("targets = 5", 'targets must be a list of module names, e.g. ["my_targets"], not 5'),
+    ("remote-cache = 5", "remote-cache must be non-empty text, not 5"),
+    ("executor = 5", "executor must be non-empty text, not 5"),
+])
+def test_a_value_of_the_wrong_type_in_pyproject_is_one_line(tmp_path, line, expected):
+    """cache-dir = 5 made a folder named 5, remote-cache = 5 was shown as the remote, targets
+    = 5 was a traceback: a value of the wrong type is the setting's error."""
+    key = line.split(" = ")[0]
+    with pytest.raises(BuildError) as err:
+        settings.resolve(_project(tmp_path, line + "\n"), {}).get(key)
+    assert expected in str(err.value)
 
 
 def test_a_bad_value_of_an_unused_setting_is_no_error(tmp_path):

@@ -34,7 +34,37 @@ ENV, PYPROJECT, DEFAULT = "environment", "pyproject", "default"   # where a valu
 
 
 def _text(value) -> str:
-    return str(value)
+    """Text, as TOML gives it or the environment: not a number, a list, empty or holding NUL
+    (`cache-dir = 5` made a folder named 5; a NUL, an internal error)."""
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ValueError(f"must be non-empty text, not {value!r}")
+    return value
+
+
+def _url(value) -> str:
+    """A URL with a scheme (s3://bucket/prefix, file:///path): fsspec opens it."""
+    text = _text(value)
+    scheme, sep, rest = text.partition("://")
+    if not (sep and scheme.replace("+", "").isalnum() and rest):
+        raise ValueError(f"must be a URL such as s3://bucket/prefix or file:///path, not {value!r}")
+    return text
+
+
+def _address(value) -> str:
+    """A scheduler's address: [tcp:// or tls://]host:port."""
+    text = _text(value)
+    rest = text.split("://", 1)[1] if "://" in text else text
+    host, _, port = rest.rpartition(":")
+    if not (host and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"must be host:port (tcp://host:8786), not {value!r}")
+    return text
+
+
+def _modules(value) -> list[str]:
+    """Python module names: a list of text."""
+    if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
+        raise ValueError(f"must be a list of module names, e.g. [\"my_targets\"], not {value!r}")
+    return value
 
 
 def _one_of(*choices: str) -> Callable[[Any], str]:
@@ -50,13 +80,9 @@ def _positive_seconds(value) -> float:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = 0.0
-    if not seconds > 0:
-        raise ValueError(f"must be a positive number of seconds, not {value!r}")
+    if not 0 < seconds <= 3600:
+        raise ValueError(f"must be a positive number of seconds (an hour at most), not {value!r}")
     return seconds
-
-
-def _any(value):
-    return value
 
 
 @dataclass(frozen=True)
@@ -79,8 +105,8 @@ REMOTE_CACHE_MODES = ("read", "read-write")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("cache-dir", "MODELBUILD_CACHE", None, _text, "/var/cache/modelbuild"),
-    Setting("targets", None, None, _any, '["my_targets"]'),
-    Setting("remote-cache", "MODELBUILD_REMOTE_CACHE", None, _text, "s3://bucket/prefix"),
+    Setting("targets", None, None, _modules, '["my_targets"]'),
+    Setting("remote-cache", "MODELBUILD_REMOTE_CACHE", None, _url, "s3://bucket/prefix"),
     Setting("remote-cache-mode", "MODELBUILD_REMOTE_CACHE_MODE", "read",
             _one_of(*REMOTE_CACHE_MODES), "read or read-write"),
     Setting("remote-cache-timeout", "MODELBUILD_REMOTE_CACHE_TIMEOUT", 10.0, _positive_seconds,
@@ -90,7 +116,7 @@ SETTINGS: tuple[Setting, ...] = (
     # sign uploads with this private key: environment only, never in the committed pyproject
     Setting("remote-cache-signing-key", "MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None, _text,
             "/path/to/remote-cache.key", in_pyproject=False),
-    Setting("executor", "MODELBUILD_EXECUTOR", None, _text, "tcp://host:8786"),
+    Setting("executor", "MODELBUILD_EXECUTOR", None, _address, "tcp://host:8786"),
     Setting("executor-tls-ca", "MODELBUILD_EXECUTOR_TLS_CA", None, _text, "certs/ca.pem"),
     Setting("executor-tls-cert", "MODELBUILD_EXECUTOR_TLS_CERT", None, _text, "certs/client.pem"),
     Setting("executor-tls-key", "MODELBUILD_EXECUTOR_TLS_KEY", None, _text, "certs/client.key"),
