@@ -18,6 +18,30 @@ def positive(text: str) -> int:
     return int(text)
 
 
+SEED_MAX = 2**31 - 1  # TVM's random seeds are 1 to 2^31 - 1
+SAMPLES_MAX = 1000    # variants one `sample` makes (all are sampled before any is written)
+
+
+def seed(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected a seed from 1 to {SEED_MAX}, not {text!r}")
+    return int(text)
+
+
+def sample_count(text: str) -> int:
+    count = positive(text)
+    if count > SAMPLES_MAX:
+        raise argparse.ArgumentTypeError(f"at most {SAMPLES_MAX} variants at a time, not {text}")
+    return count
+
+
+def port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 (any free one) to 65535, "
+                                         f"not {text!r}")
+    return int(text)
+
+
 def natural(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")

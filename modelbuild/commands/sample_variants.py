@@ -16,8 +16,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """This command's arguments (``python -m modelbuild sample --help``)."""
     options.model(p)
     p.add_argument("workload")
-    p.add_argument("-n", "--count", type=options.positive, default=3)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("-n", "--count", type=options.sample_count, default=3)
+    p.add_argument("--seed", type=options.seed, default=1)
     p.add_argument("--compute", default="direct",
                    help="sample schedules of this compute of the workload (e.g. winograd); "
                         "the variants name it")

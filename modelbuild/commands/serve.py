@@ -112,7 +112,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """This command's arguments (``python -m modelbuild serve --help``)."""
     p.add_argument("--workers", type=options.positive, default=2,
                    help="worker processes (default 2)")
-    p.add_argument("--port", type=options.natural, default=0,
+    p.add_argument("--port", type=options.port, default=0,
                    help="the scheduler's port on 127.0.0.1 (default: any free one)")
     p.add_argument("--stop", action="store_true", help="stop the serve of this project")
     p.add_argument("--status", action="store_true", help="is one running, with which workers")

@@ -326,6 +326,9 @@ def parse_variants(text: str | None) -> list | None:
         else:
             raise BuildError(f"--variants {text}: '{part}' is not a variant number, 'default' "
                              "or a compute")
+    if not out:
+        raise BuildError(f"--variants {text!r} names no variant",
+                         hint="e.g. --variants default,1,2 (or leave it out: every variant)")
     return list(dict.fromkeys(out))
 
 

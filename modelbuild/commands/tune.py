@@ -71,7 +71,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", help="MetaSchedule database directory "
                                       "(default: build/<model>/tuning)")
     options.target(p)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=options.seed, default=1)
     p.add_argument("--keep-if-faster", action=argparse.BooleanOptionalAction, default=True,
                    help="time each tuned record against the default schedule here and keep "
                         f"it only if more than {KEEP_MARGIN * 100:.0f}%% faster (default: on)")
@@ -210,12 +210,16 @@ def _place(args, ws) -> dict:
 def run(args) -> int:
     from ..schedules import msdb
     from ..schedules import tune as tuning
+    from ..schedules.sample import tuning_target
 
     requires.require(requires.TUNING, "tuning")  # before any work: one clear line, no traceback
     latency.use_physical_cores()  # candidates are measured on the threads the library runs on
     place = _rpc_place(args)
     ws = resolve_model(args)
     project, choice, spec = ws.project, ws.choice, ws.spec
+    tuning_target(spec)  # a target MetaSchedule cannot tune for, said before any work
+    if args.work_dir:  # before the partition: a file's path or an unwritable one, said now
+        msdb.make_out_dir(Path(args.work_dir))
     out = errors if args.json else console  # with --json, stdout holds the JSON alone
     place = place or _place(args, ws)
     part = ws.partitioned()

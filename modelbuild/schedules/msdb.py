@@ -9,6 +9,8 @@ that ``tvm.compile`` with ``MetaScheduleApplyDatabase`` accepts.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,7 +185,7 @@ def _workload_label(mod) -> str:
 def make_out_dir(out_dir: Path) -> None:
     """Create the folder a database is exported to, or say in one line why it cannot be."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise BuildError("not a folder: the database is exported into a folder", file=out_dir,
+        raise BuildError("not a folder: a MetaSchedule database is a folder", file=out_dir,
                          hint="give a folder's path (it is created if missing)")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -191,6 +193,13 @@ def make_out_dir(out_dir: Path) -> None:
         raise BuildError(f"cannot create the database folder: {err.strerror or err}",
                          file=out_dir, hint="give a folder you can write (it is created "
                                             "if missing)") from None
+    try:  # a folder that takes no files (/proc/self): TVM's writer would fail inside C++
+        fd, probe = tempfile.mkstemp(prefix=".modelbuild-probe-", dir=out_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise BuildError(f"cannot write into the database folder: {err.strerror or err}",
+                         file=out_dir, hint="give a folder you can write") from None
 
 
 def export_database(model_records: list[records.Record], funcs: dict, out_dir: Path) -> int:

@@ -13,9 +13,17 @@ from . import intrinsics
 from .records import Record, plain
 
 
+MEASURABLE = ("llvm", "cuda")  # the target kinds MetaSchedule's spaces and runners know
+
+
 def tuning_target(target_spec: TargetSpec) -> dict:
     """The target dict MetaSchedule needs: CPU targets must say how many cores to use."""
     target = dict(target_spec.tvm_target)
+    if target["kind"] not in MEASURABLE:
+        raise BuildError(f"MetaSchedule cannot sample or tune for target {target_spec.name} "
+                         f"(kind {target['kind']})",
+                         hint="sample and tune for llvm: the c target builds with llvm's "
+                              "records (--target llvm)")
     if target["kind"] == "llvm" and "num-cores" not in target:
         import psutil
 
@@ -47,7 +55,7 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
     attempt = 0
     while len(out) < count and attempt < count * 20:
         sketch = sketches[attempt % len(sketches)]
-        sch = Schedule(mod, seed=seed + attempt)
+        sch = Schedule(mod, seed=(seed - 1 + attempt) % (2**31 - 1) + 1)  # TVM's 1..2^31-1
         attempt += 1
         sketch.trace.apply_to_schedule(sch, remove_postproc=True,
                                        decision_provider=lambda *_: None)

@@ -113,7 +113,8 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
     target = tvm.target.Target(tuning_target(target_spec))
     work_dir.mkdir(parents=True, exist_ok=True)
     tasks = [ms.TuneContext(mod=normalize(func), target=target, space_generator="post-order-apply",
-                            search_strategy=SEARCH, task_name=name, rand_state=seed + i)
+                            search_strategy=SEARCH, task_name=name,
+                            rand_state=(seed - 1 + i) % (2**31 - 1) + 1)  # TVM's 1..2^31-1
              for i, (name, func) in enumerate(funcs.items())]
     weights = weights or {}
     model = cost_model(total_trials)
