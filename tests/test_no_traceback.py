@@ -60,6 +60,10 @@ def test_malformed_arguments_are_refused_in_words(tiny_built, args):
     (["build:tiny", "target=nosuch"], "unsupported target 'nosuch'"),
     (["bench:tiny", "runs=x"], "runs=x: expected a whole number"),
     (["lower:tiny/nosuch"], "has no workload 'nosuch'"),
+    (["build:tiny", "layuot=NCHW"], "unknown variable 'layuot' in 'layuot=NCHW'; doit build and "
+                                    "bench take target=, mcpu=, layout=, runs=, warmup= "
+                                    "(did you mean layout=?)"),  # it built the default, exit 0
+    (["bench:tiny", "TARGET=c"], "unknown variable 'TARGET'"),
 ])
 def test_malformed_doit_requests_are_refused_in_words(tiny_built, args, needle):
     run = tiny_built.doit(*args, check=False)

@@ -185,6 +185,23 @@ def group(basename: str, task_dep=()) -> dict:
     return {"basename": basename, "name": None, "doc": BY_NAME[basename].doc, "task_dep": list(task_dep)}
 
 
+VARIABLES = ("target", "mcpu", "layout", "runs", "warmup")  # what `doit ... name=value` sets
+
+
+def check_variables(requested: list[str]) -> None:
+    """A `name=value` argument doit takes as a variable must be one the tasks read: doit
+    ignores any other, and `doit build:m layuot=NCHW` built the default layout, exit 0."""
+    import difflib
+
+    for arg in requested:
+        name, sep, _ = arg.partition("=")
+        if sep and not arg.startswith("-") and name not in VARIABLES:
+            close = difflib.get_close_matches(name, VARIABLES, n=1)
+            raise invalid(f"unknown variable '{name}' in '{arg}'; doit build and bench take "
+                          f"{', '.join(f'{v}=' for v in VARIABLES)}"
+                          + (f" (did you mean {close[0]}=?)" if close else ""))
+
+
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
     """Name an unknown model or workload clearly, instead of doit's generic 'invalid parameter'
     (or, for a workload's task, silently running nothing)."""
@@ -225,6 +242,7 @@ class BuildGraph:
 
     @functools.cached_property
     def context(self) -> Context:
+        check_variables(self.requested)  # before the variables are read
         try:
             return load_context(self.root, self.var("target", None), self.var("mcpu", None),
                                 self.var("layout", None))
