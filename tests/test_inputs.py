@@ -124,6 +124,27 @@ def test_inputs_may_declare_a_zero_sized_dimension(tmp_path):
     assert_close(run_library(other.library("sym"), [y]), onnx_output(other.root, "sym", [y]))
 
 
+@pytest.mark.parametrize("shape, needle", [
+    ("[1, 3, 0, 16]", "Invalid conv parameters"),       # a convolution over 0 rows
+    ("[1, 3, 100000, 100000]", "exceeds range of int32"),  # tensors past int32's indices
+])
+def test_declared_shapes_tvm_refuses_are_the_declaration_s_error(tmp_path, shape, needle):
+    """They were internal errors ("a modelbuild bug"), from LegalizeOps and the graph's build."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "models" / "tiny.onnx").rename(project.root / "models" / "net.onnx")
+    (project.root / "models" / "tiny.toml").write_text(f'onnx = "net.onnx"\n[inputs]\nx = {shape}\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "internal error" not in run.output, run.output
+    assert (f"models/tiny.toml: TVM cannot build the model with the shapes in [inputs] "
+            f"(x = {shape})") in run.output and needle in run.output
+
+
+def test_a_dimension_past_int32_is_refused_with_the_declaration(tmp_path):
+    (tmp_path / "m.toml").write_text('onnx = "m.onnx"\n[inputs]\nx = [1, 9223372036854775807]\n')
+    with pytest.raises(BuildError, match="each under 2"):
+        models.discover(tmp_path)
+
+
 def test_an_unsupported_operator_gets_a_hint_about_operators(tmp_path):
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"]),

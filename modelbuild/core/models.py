@@ -76,12 +76,13 @@ def _from_toml(path: Path) -> ModelSpec:
     onnx_path = _resolve_onnx(ref, path)
     inputs = data.get("inputs", {})
     if not isinstance(inputs, dict) or not all(
-        isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                    for d in v)
+        isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                    and 0 <= d < 2**31 for d in v)
         for v in inputs.values()
     ):
         raise BuildError("[inputs] must map input names to lists of positive integers or 0 "
-                         "(an empty dimension), e.g. x = [1, 3, 224, 224]", file=path,
+                         "(an empty dimension), each under 2^31, e.g. x = [1, 3, 224, 224]",
+                         file=path,
                          hint="fix the [inputs] table; the other models build meanwhile")
     return ModelSpec(path.stem, onnx_path, path, dict(inputs), layout)
 

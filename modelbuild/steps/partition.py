@@ -305,6 +305,25 @@ def _provenance(operators, stages, workloads) -> tuple[tuple, tuple, str]:
         return (), (), f"{type(err).__name__}: {err}"
 
 
+@contextlib.contextmanager
+def _declared_shapes(spec: ModelSpec):
+    """With shapes declared in [inputs], TVM refusing them while it compiles the model (a
+    0-long image a convolution cannot slide over, a tensor past int32's indices) is the
+    declaration's error, not an internal one."""
+    if not spec.inputs:
+        yield
+        return
+    try:
+        yield
+    except BuildError:
+        raise
+    except Exception as err:  # noqa: BLE001 - reported against the declared shapes
+        shapes = ", ".join(f"{k} = {v}" for k, v in spec.inputs.items())
+        raise BuildError(f"TVM cannot build the model with the shapes in [inputs] ({shapes}): "
+                         f"{summarize(err, limit=1)}", file=spec.declaration,
+                         hint="give [inputs] the shapes the model takes") from None
+
+
 def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     import tvm
 
@@ -313,15 +332,17 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     target = tvm.target.Target(target_spec.tvm_target)
     imported, operators, external = import_model_traced(spec)
     block = channel_block(spec, target_spec)
-    stages = fuse_stages(imported, target, block)
+    with _declared_shapes(spec):
+        stages = fuse_stages(imported, target, block)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
     for name, func in funcs.items():
         atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
     atomic.sweep(layout.workloads_dir.glob("*.json"), lambda p: p.stem in funcs)
     variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
-    objects = build_graph(fused, set(funcs), target, layout.graph_dir,
-                          target_spec.pack_graph_imports)
+    with _declared_shapes(spec):
+        objects = build_graph(fused, set(funcs), target, layout.graph_dir,
+                              target_spec.pack_graph_imports)
     traced, layout_changes, error = _provenance(operators, stages, funcs)
     calls = calls_of(fused)
     written = ([layout.workload(n) for n in funcs] + variant_files
