@@ -70,3 +70,18 @@ def test_doit_bench_task_builds_then_benchmarks(tiny_copy, tiny_variants):
 def test_unknown_model_is_named(tiny_copy):
     run = tiny_copy.doit("bench:nosuch", check=False)
     assert run.returncode != 0 and "unknown model 'nosuch'" in run.output
+
+
+def test_no_build_refuses_a_library_built_for_another_target(tiny_copy):
+    """--no-build --target c timed the llvm library and saved bench.json saying c."""
+    bench_json = tiny_copy.root / "build" / "tiny" / "bench.json"
+    before = bench_json.read_bytes() if bench_json.exists() else None
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "bench", "tiny", "--no-build",
+                           "--runs", "1", "--target", "c"], cwd=tiny_copy.root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "was built for {" in proc.stderr, proc.stderr
+    assert 'not for {"kind": "c"}' in proc.stderr and "doit build:tiny target=c" in proc.stderr
+    assert (bench_json.read_bytes() if bench_json.exists() else None) == before
+    ok = subprocess.run([sys.executable, "-m", "modelbuild", "bench", "tiny", "--no-build",
+                         "--runs", "1"], cwd=tiny_copy.root, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr

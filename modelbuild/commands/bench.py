@@ -38,6 +38,8 @@ def run(args) -> int:
         if not run.ok:
             raise BuildError(f"build of '{args.model}' failed: {run.reason}",
                              hint=f"doit build:{args.model} shows the whole output")
+    else:
+        _check_built_for(layout, args.model, choice)
     with Progress(console=errors, transient=True) as progress:
         result = benchmark.measure_built(layout, model=args.model, target=args.target,
                                          runs=args.runs, warmup=args.warmup,
@@ -48,6 +50,31 @@ def run(args) -> int:
         console.print(benchmark.table(result))
         console.print(f"saved {layout.benchmark.relative_to(project.root)}")
     return 0
+
+
+def _check_built_for(layout, model: str, choice) -> None:
+    """With --no-build, the library must be the chosen target's: bench.json says which
+    target it timed (--target c timed the llvm library and saved it as c's)."""
+    from ..graph import fingerprint
+
+    stamp = fingerprint.read_stamp(layout.library) or {}
+    built = (stamp.get("inputs") or {}).get("target") if isinstance(stamp, dict) else None
+    wanted = choice.resolve().key()
+    if isinstance(built, str) and built != wanted:
+        raise BuildError(f"{layout.library} was built for {_shown(built)}, not for "
+                         f"{_shown(wanted)}: "
+                         "--no-build times the library as it is",
+                         hint=f"leave out --no-build, or run doit build:{model} "
+                              f"{' '.join(choice.doit_vars())}".rstrip())
+
+
+def _shown(key: str) -> str:
+    """A target's key as its TVM target (the toolchain left out)."""
+    try:
+        value = json.loads(key)
+    except ValueError:
+        return key
+    return json.dumps(value.get("tvm_target", value) if isinstance(value, dict) else value)
 
 
 def progress_callback(progress):
