@@ -25,6 +25,9 @@ MALFORMED = [
     ["export", "tiny", "/proc/self"], ["serve", "--port", "99999"],
     ["sweep", "tiny", "--workload", "mean", "--variants", ""],
     ["sweep", "tiny", "--workload", "mean", "--variants", ",,,"],
+    ["export", "tiny", ""], ["explain", "tiny", ""], ["explain", "tiny", "--node", ""],
+    ["inspect", "tiny", "--target", ""], ["inspect", "tiny", "--mcpu", ""],
+    ["--project", "", "inspect", "tiny"], ["inspect", ""],
     ["select", "tiny", "mean", "abc"], ["select", "tiny", "mean", "0"], ["select", "tiny", "mean", "99"],
     ["select", "nosuch", "mean", "1"],
     ["check", "nosuch"], ["check", "tiny", "--target", "nosuch"],
@@ -64,6 +67,8 @@ def test_malformed_arguments_are_refused_in_words(tiny_built, args):
                                     "bench take target=, mcpu=, layout=, runs=, warmup= "
                                     "(did you mean layout=?)"),  # it built the default, exit 0
     (["bench:tiny", "TARGET=c"], "unknown variable 'TARGET'"),
+    (["build:tiny", "target="], "'target=' gives target no value"),  # it built for llvm
+    (["build:tiny", "mcpu="], "'mcpu=' gives mcpu no value"),
 ])
 def test_malformed_doit_requests_are_refused_in_words(tiny_built, args, needle):
     run = tiny_built.doit(*args, check=False)

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from ..core.errors import BuildError
 from ..graph.actions import internal_error
+from . import options
 from .output import errors
 
 
@@ -30,7 +31,8 @@ COMMANDS = (("tune", "tune"), ("import", "import_records"), ("export", "export_r
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command: each module's ``HELP`` and ``arguments(parser)``."""
     parser = argparse.ArgumentParser(prog="python -m modelbuild", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--project", help="project directory (default: found upwards from here)")
+    parser.add_argument("--project", type=options.text,
+                        help="project directory (default: found upwards from here)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, module_name in COMMANDS:
         module = importlib.import_module(f"{__package__}.{module_name}")

@@ -341,8 +341,10 @@ HELP = ("which model operators each workload computes; one workload's record, "
 def arguments(p: argparse.ArgumentParser) -> None:
     """This command's arguments (``python -m modelbuild explain --help``)."""
     options.model(p)
-    p.add_argument("workload", nargs="?", help="one workload (default: all of them)")
-    p.add_argument("--node", help="which workload computes this operator (ONNX node name)")
+    p.add_argument("workload", nargs="?", type=options.text,
+                   help="one workload (default: all of them)")
+    p.add_argument("--node", type=options.text,
+                   help="which workload computes this operator (ONNX node name)")
     options.json_output(p)
     options.target(p)
 

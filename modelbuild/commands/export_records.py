@@ -19,7 +19,7 @@ HELP = "write a model's records as a MetaSchedule JSONDatabase"
 def arguments(p: argparse.ArgumentParser) -> None:
     """This command's arguments (``python -m modelbuild export --help``)."""
     options.model(p)
-    p.add_argument("out_dir")
+    p.add_argument("out_dir", type=options.text)
     options.target(p)
 
 

@@ -57,17 +57,27 @@ def variant(text: str) -> str:
     return text
 
 
+def text(value: str) -> str:
+    """A name or path given on the command line: not empty (an empty one was taken for
+    'not given', and the default used)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a value, not an empty string")
+    return value
+
+
 def model(parser: argparse.ArgumentParser) -> None:
     """The model a command works on (positional): models/<model>.onnx or .toml."""
-    parser.add_argument("model", help="the model: models/<model>.onnx or models/<model>.toml")
+    parser.add_argument("model", type=text,
+                        help="the model: models/<model>.onnx or models/<model>.toml")
 
 
 def target(parser: argparse.ArgumentParser) -> None:
     """--target and --mcpu: the target the command builds (or would build) for."""
-    parser.add_argument("--target", default=DEFAULT_TARGET,
+    parser.add_argument("--target", type=text, default=DEFAULT_TARGET,
                         help=f"the target to build for (default: {DEFAULT_TARGET})")
-    parser.add_argument("--mcpu", help="the CPU to build for with target llvm (default: this "
-                                       "machine's), e.g. x86-64-v3")
+    parser.add_argument("--mcpu", type=text,
+                        help="the CPU to build for with target llvm (default: this machine's), "
+                             "e.g. x86-64-v3")
 
 
 def json_output(parser: argparse.ArgumentParser, help: str = "machine-readable output") -> None:

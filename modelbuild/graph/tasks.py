@@ -194,7 +194,9 @@ def check_variables(requested: list[str]) -> None:
     import difflib
 
     for arg in requested:
-        name, sep, _ = arg.partition("=")
+        name, sep, value = arg.partition("=")
+        if sep and not arg.startswith("-") and name in VARIABLES and not value.strip():
+            raise invalid(f"'{arg}' gives {name} no value (leave it out for the default)")
         if sep and not arg.startswith("-") and name not in VARIABLES:
             close = difflib.get_close_matches(name, VARIABLES, n=1)
             raise invalid(f"unknown variable '{name}' in '{arg}'; doit build and bench take "
