@@ -85,3 +85,16 @@ def test_no_build_refuses_a_library_built_for_another_target(tiny_copy):
     ok = subprocess.run([sys.executable, "-m", "modelbuild", "bench", "tiny", "--no-build",
                          "--runs", "1"], cwd=tiny_copy.root, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_thread_count_tvm_would_misread_is_refused(tiny_copy):
+    """TVM takes TVM_NUM_THREADS=abc, 0 or -5 as one thread, and starts 100000 threads if
+    asked (bench then ran for minutes)."""
+    import os
+
+    for value in ("abc", "0", "-5", "100000"):
+        proc = subprocess.run([sys.executable, "-m", "modelbuild", "bench", "tiny", "--no-build",
+                               "--runs", "1"], cwd=tiny_copy.root, capture_output=True, text=True,
+                              env={**os.environ, "TVM_NUM_THREADS": value}, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        assert f"TVM_NUM_THREADS={value}: expected a number of threads from 1 to" in proc.stderr

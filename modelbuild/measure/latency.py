@@ -37,10 +37,18 @@ def use_physical_cores() -> None:
     TVM's thread pool starts, here and in the processes started from here (MetaSchedule's
     runners). TVM's own default is half the logical CPUs on x86, assuming hyper-threading:
     one thread on a 2-vCPU machine, where a library runs on two."""
-    if not os.environ.get("TVM_NUM_THREADS"):
-        import psutil
+    import psutil
 
+    given = os.environ.get("TVM_NUM_THREADS")
+    if not given:
         os.environ["TVM_NUM_THREADS"] = str(psutil.cpu_count(logical=False) or 1)
+        return
+    most = 4 * (psutil.cpu_count() or 1)
+    if not (given.strip().isdigit() and 1 <= int(given) <= most):
+        # TVM takes "abc", 0 or -5 as one thread, and starts 100000 if asked
+        raise BuildError(f"TVM_NUM_THREADS={given}: expected a number of threads from 1 to "
+                         f"{most} (this machine has {psutil.cpu_count()} CPUs)",
+                         hint="unset it: measurements use the machine's physical cores")
 
 
 def threads() -> int:
