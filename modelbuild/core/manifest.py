@@ -151,9 +151,21 @@ def write(path: Path, manifest: Manifest) -> None:
     atomic.write_bytes(path, manifest.to_bytes())
 
 
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException)
+
+
 def read(path: Path) -> Manifest | None:
     """The manifest at ``path``, or None when there is none (or an unreadable old one)."""
     try:
         return Manifest.from_bytes(path.read_bytes())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException):
+    except _UNREADABLE:
         return None
+
+
+def problem(path: Path) -> str:
+    """Why ``read(path)`` gives None ("" when it does not)."""
+    try:
+        Manifest.from_bytes(path.read_bytes())
+    except _UNREADABLE as err:
+        return f"{type(err).__name__}: {err}"
+    return ""

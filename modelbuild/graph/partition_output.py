@@ -72,7 +72,8 @@ class PartitionOutput:
     def pack(self) -> bytes:
         man = manifest_mod.read(self.layout.manifest)
         if man is None:
-            raise BuildError(f"partition wrote no readable manifest at {self.layout.manifest}")
+            raise BuildError(f"partition wrote no readable manifest at {self.layout.manifest}: "
+                             f"{manifest_mod.problem(self.layout.manifest)}")
         files = {MANIFEST: self.layout.manifest.read_bytes()}
         for rel, _, _ in man.outputs:
             files[rel] = (self.layout.partition_dir / rel).read_bytes()
