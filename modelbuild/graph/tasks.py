@@ -195,9 +195,11 @@ def check_variables(requested: list[str]) -> None:
 
     for arg in requested:
         name, sep, value = arg.partition("=")
-        if sep and not arg.startswith("-") and name in VARIABLES and not value.strip():
+        if not sep or arg.startswith("-"):
+            continue  # a task name, or one of doit's options
+        if name in VARIABLES and not value.strip():
             raise invalid(f"'{arg}' gives {name} no value (leave it out for the default)")
-        if sep and not arg.startswith("-") and name not in VARIABLES:
+        if name not in VARIABLES:
             close = difflib.get_close_matches(name, VARIABLES, n=1)
             raise invalid(f"unknown variable '{name}' in '{arg}'; doit build and bench take "
                           f"{', '.join(f'{v}=' for v in VARIABLES)}"

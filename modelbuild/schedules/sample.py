@@ -16,6 +16,12 @@ from .records import Record, plain
 MEASURABLE = ("llvm", "cuda")  # the target kinds MetaSchedule's spaces and runners know
 
 
+def tvm_seed(n: int) -> int:
+    """``n`` (a seed plus offsets) inside TVM's random seeds, 1 to 2^31 - 1: itself when it
+    is in range, wrapped when offsets took it past the end."""
+    return (n - 1) % (2**31 - 1) + 1
+
+
 def tuning_target(target_spec: TargetSpec) -> dict:
     """The target dict MetaSchedule needs: CPU targets must say how many cores to use."""
     target = dict(target_spec.tvm_target)
@@ -55,7 +61,7 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
     attempt = 0
     while len(out) < count and attempt < count * 20:
         sketch = sketches[attempt % len(sketches)]
-        sch = Schedule(mod, seed=(seed - 1 + attempt) % (2**31 - 1) + 1)  # TVM's 1..2^31-1
+        sch = Schedule(mod, seed=tvm_seed(seed + attempt))
         attempt += 1
         sketch.trace.apply_to_schedule(sch, remove_postproc=True,
                                        decision_provider=lambda *_: None)

@@ -98,7 +98,7 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
 
     from ..core.workloads import normalize
     from . import intrinsics
-    from .sample import tuning_target
+    from .sample import tuning_target, tvm_seed
 
     intrinsics.load_for(target_spec.kind)
     names = list(funcs)
@@ -114,7 +114,7 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
     work_dir.mkdir(parents=True, exist_ok=True)
     tasks = [ms.TuneContext(mod=normalize(func), target=target, space_generator="post-order-apply",
                             search_strategy=SEARCH, task_name=name,
-                            rand_state=(seed - 1 + i) % (2**31 - 1) + 1)  # TVM's 1..2^31-1
+                            rand_state=tvm_seed(seed + i))
              for i, (name, func) in enumerate(funcs.items())]
     weights = weights or {}
     model = cost_model(total_trials)

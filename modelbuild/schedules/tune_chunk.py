@@ -100,13 +100,14 @@ def tune_one(mod, target, records: list[str], trials: int, *, seed: int, threads
     from tvm.s_tir import meta_schedule as ms
 
     from . import intrinsics
+    from .sample import tvm_seed
     from .tune import SEARCH, callbacks
 
     intrinsics.load_for("llvm")
     db, seeded = _seeded(mod, records)
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          search_strategy=SEARCH, task_name="chunk",
-                         rand_state=(seed - 1) % (2**31 - 1) + 1,  # TVM's 1..2^31-1
+                         rand_state=tvm_seed(seed),
                          num_threads=threads)
     model = ms.cost_model.XGBModel(num_warmup_samples=warmup, verbose_eval=0,
                                    num_tuning_cores=threads)

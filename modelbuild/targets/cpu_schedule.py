@@ -124,9 +124,9 @@ def _inline(sch, root) -> None:
         for block in sch.get_child_blocks(root):
             if _is_reduction(sch, block) or _pads(sch, block):
                 continue
-            for inline, into in ((sch.compute_inline, sch.get_consumers),
-                                 (sch.reverse_compute_inline, sch.get_producers)):
-                if _grows(sch, block, into, inline == sch.compute_inline):
+            for inline, forward in ((sch.compute_inline, True),
+                                    (sch.reverse_compute_inline, False)):
+                if _grows(sch, block, forward):
                     continue
                 try:
                     inline(block)
@@ -147,15 +147,16 @@ INLINED_NODES_MAX = 2048
 _LOWERED_USES = {"tirx.tanh": 5, "tirx.tan": 2, "tirx.atanh": 2}
 
 
-def _grows(sch, block, neighbours, forward: bool) -> bool:
-    """Whether inlining ``block`` into ``neighbours(block)`` (its consumers when ``forward``,
-    else its producer) would make an expression of more than INLINED_NODES_MAX nodes.
-    A block this cannot measure (not one store) is left to the inline's own checks."""
+def _grows(sch, block, forward: bool) -> bool:
+    """Whether inlining ``block`` into its consumers (``forward``: compute_inline) or its
+    producer (reverse_compute_inline) would make an expression of more than
+    INLINED_NODES_MAX nodes. A block this cannot measure (not one store) is left to the
+    inline's own checks."""
     import tvm
 
     b = sch.get(block)
     try:
-        others = [sch.get(o) for o in neighbours(block)]
+        others = [sch.get(o) for o in (sch.get_consumers if forward else sch.get_producers)(block)]
     except Exception:  # noqa: BLE001 - no such neighbours: the inline fails on its own
         return False
     for o in others:
