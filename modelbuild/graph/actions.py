@@ -10,8 +10,8 @@ import traceback
 from doit.exceptions import InvalidDodoFile, TaskFailed
 
 from ..core.errors import BuildError, summarize
-
-TRACEBACK_ENV = "MODELBUILD_TRACEBACK"
+from . import interrupts
+from .interrupts import TRACEBACK_ENV
 
 
 def internal_error(err: BaseException, where: str) -> str:
@@ -50,13 +50,20 @@ def _where(fn, args) -> str:
 
 
 def step(fn, *args):
-    """Run one build step; a BuildError becomes a clean task failure (no traceback)."""
-    try:
-        fn(*args)
-    except BuildError as err:
-        return TaskFailed(str(err))
-    except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
-        return TaskFailed(internal_error(err, _where(fn, args)))
+    """Run one build step; a BuildError becomes a clean task failure (no traceback). A
+    Ctrl-C stays a KeyboardInterrupt, even where TVM turned it into another error: it
+    stops the build (interrupts.py), it is no failure of the step."""
+    with interrupts.noted() as interrupted:
+        try:
+            fn(*args)
+        except BuildError as err:
+            if interrupted():
+                raise KeyboardInterrupt from None
+            return TaskFailed(str(err))
+        except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
+            if interrupted():
+                raise KeyboardInterrupt from None
+            return TaskFailed(internal_error(err, _where(fn, args)))
     return None
 
 

@@ -132,10 +132,13 @@ class ModelbuildReporter(ConsoleReporter):
             self.write("Execution aborted.\n" + "\n".join(self.runtime_errors) + "\n")
         elapsed = time.perf_counter() - self.t0
         parts = [f"{self.ran[k]} {k}" for k in (*_KINDS, kinds.BENCH.name) if self.ran[k]]
+        # doit reports from its `finally`: a Ctrl-C on its way out is the exception in flight
+        interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
         failed = bool(self.failures or self.runtime_errors)
-        ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed
+        ran = ("ran " + ", ".join(parts)) if parts else ("nothing else ran" if failed or interrupted
                                                          else "nothing to rebuild")
-        status = "[red]failed[/red]" if failed else "[green]done[/green]"
+        status = ("[yellow]interrupted[/yellow]" if interrupted
+                  else "[red]failed[/red]" if failed else "[green]done[/green]")
         restored = f" ({self.from_cache} from cache)" if self.from_cache else ""
         self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date{restored}; "
                            f"{elapsed:.1f} s")

@@ -1,0 +1,78 @@
+"""Ctrl-C during `doit build`: one line that says so, no traceback, no "done", no step's
+internal error; the next build goes on from what had finished."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from conftest import DoitRun
+from doit.exceptions import TaskFailed
+
+from modelbuild.graph import actions
+
+
+def _interrupted_build(project, *args: str) -> tuple[int, str]:
+    """`doit build:tiny` interrupted as Ctrl-C does (SIGINT to its process group) once the
+    first lower step has started: (exit status, everything it printed)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "doit", *args, "build:tiny"], cwd=project.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(".  lower:"):
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    seen.append(proc.stdout.read())
+    return proc.wait(timeout=120), "".join(seen)
+
+
+@pytest.mark.parametrize("jobs", [(), ("-n", "2")], ids=["serial", "n2"])
+def test_ctrl_c_stops_the_build_in_one_line_and_the_next_build_goes_on(tiny_project, jobs):
+    status, output = _interrupted_build(tiny_project, *jobs)
+    assert status in (-signal.SIGINT, 128 + signal.SIGINT), output
+    assert "interrupted (Ctrl-C)" in output, output
+    assert "modelbuild: interrupted - " in output, output  # the summary, not "done"
+    for wrong in ("Traceback", "internal error", "modelbuild: done", "KeyboardInterrupt"):
+        assert wrong not in output, output
+
+    again = tiny_project.doit("build:tiny")
+    assert "partition:tiny" in again.uptodate  # it had finished: kept
+    assert "link:tiny" in again.ran
+    assert tiny_project.library("tiny").is_file()
+
+
+def _tvm_like_interrupted_call():
+    """What TVM's pass infrastructure does with a Ctrl-C that lands in it: the
+    KeyboardInterrupt comes back as a bare RuntimeError."""
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+    raise RuntimeError("")
+
+
+def _plain_empty_error():
+    raise RuntimeError("")
+
+
+def test_a_ctrl_c_that_tvm_turned_into_an_error_still_stops_the_build():
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        actions.step(_tvm_like_interrupted_call)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    # the same error with no Ctrl-C is the step's failure, as before
+    failed = actions.step(_plain_empty_error)
+    assert isinstance(failed, TaskFailed) and "internal error" in failed.get_msg()
+
+
+def test_an_uninterrupted_build_still_says_done(tiny_project):
+    run = tiny_project.doit("build:tiny")
+    assert isinstance(run, DoitRun) and "modelbuild: done" in run.output
+    assert "interrupted" not in run.output
