@@ -1,8 +1,15 @@
-"""The link's library, checked by content: its stamp records the library's sha256, and the
+"""The link's library, checked by content: its stamp records the library's sha256 and the
+sha256 of every input it was linked from (the workloads' objects, the graph's files). The
 link's ``uptodate`` check fails when the file no longer holds those bytes (truncated,
-edited, replaced), so the next build relinks it. ``why`` names the same problem.
+edited, replaced) or when the inputs now are not those it was linked from, so the next
+build relinks it. ``why`` names the same problems.
 
-The library is hashed only when its size, mtime or ctime changed since it was last
+The stamp is the record of what the library is made of, not doit's state: doit saves its
+state when a run ends, so a run killed after a link (or two builds of one project at
+once, the last to end saving its view) could leave doit believing the library was linked
+from other objects than it was.
+
+A file is hashed only when its size, mtime, ctime or inode changed since it was last
 checked (core/filecheck.py): a no-op build of a large model does not hash ~100 MB.
 """
 
@@ -14,28 +21,69 @@ from pathlib import Path
 
 from ..core import atomic, filecheck
 from ..core.digest import file_digest
+from ..core.errors import BuildError
 from . import doit_state, fingerprint
 
 
-def record(library: Path, config: dict) -> None:
-    """The link's last action: the stamp beside the library, with its digest."""
+def linked(run, artifacts: list[Path], graph: list[Path], library: Path, target_spec,
+           config: dict) -> None:
+    """Link (``run``, steps/link.py) and stamp the library with its digest and its inputs'.
+    The inputs are read before the link; one replaced while the link ran (another build of
+    the project at the same time) leaves the library unstamped, so the next build relinks."""
+    inputs = [*artifacts, *graph]
+    previous = (fingerprint.read_stamp(library) or {}).get("linked_from")
+    before = _state(inputs, previous if isinstance(previous, dict) else {})
+    fingerprint.stamp_path(library).unlink(missing_ok=True)
+    run(artifacts, graph, library, target_spec)
+    # another build of the project may have replaced an input meanwhile: with the same bytes
+    # (the same step, run twice at once) the library is still the one recorded
+    after = _state(inputs, before)
+    changed = [p for p in inputs if after[str(p)][1] != before[str(p)][1]]
+    if changed:
+        raise BuildError(f"{changed[0]} changed while the link read it (another build of this "
+                         "project at the same time?)", hint="run the build again")
+    record(library, config, after)
+
+
+def _state(inputs: list[Path], previous: dict) -> dict:
+    """{path: [signature, sha256]} of ``inputs`` now; one whose signature ``previous``
+    recorded keeps the digest recorded with it, unread."""
+    out = {}
+    for path in inputs:
+        sig = filecheck.signature(path)
+        old = previous.get(str(path))
+        if sig is None:
+            raise BuildError(f"the link's input {path} is missing",
+                             hint="run the build again: the step that makes it reruns")
+        out[str(path)] = old if isinstance(old, list) and old[:1] == [sig] else \
+            [sig, file_digest(path)]
+    return out
+
+
+def record(library: Path, config: dict, inputs: dict) -> None:
+    """The stamp beside the library: its digest, and ``inputs`` ({path: [signature,
+    sha256]} of what it was linked from)."""
     digest = file_digest(library)
     _write(library, {"key": fingerprint.key(config), "output_sha256": digest, "inputs": config,
-                     "checked": [filecheck.signature(library), digest]})
+                     "checked": [filecheck.signature(library), digest], "linked_from": inputs})
 
 
 def _write(library: Path, stamp: dict) -> None:
     atomic.write_text(fingerprint.stamp_path(library), json.dumps(stamp, sort_keys=True, indent=1))
 
 
-def problems(library: Path, refresh: bool = False) -> list[str]:
-    """Why the library is not the one its last link made ([] when it is). ``refresh``:
-    remember a successful check in the stamp (the build does; ``why`` writes nothing)."""
+def problems(library: Path, inputs: list[Path], refresh: bool = False,
+             will_be: dict | None = None) -> list[str]:
+    """Why the library is not the one its last link made from ``inputs`` as they are now
+    ([] when it is). ``refresh``: remember successful checks in the stamp (the build does;
+    ``why`` writes nothing). ``will_be``: {path: sha256} of inputs an earlier step puts
+    back before the link runs (``why``'s prediction), taken as they will be."""
     stamp = fingerprint.read_stamp(library)
     digest = (stamp or {}).get("output_sha256")
-    if not isinstance(digest, str):
-        return [f"no digest of {library} in its stamp (built by an older modelbuild, "
-                "or interrupted)"]
+    linked_from = (stamp or {}).get("linked_from")
+    if not isinstance(digest, str) or not isinstance(linked_from, dict):
+        return [f"no digest of {library} or of its inputs in its stamp (built by an older "
+                "modelbuild, or interrupted)"]
     previous = stamp.get("checked")
     checked = {str(library): previous} if previous else {}
     ok = filecheck.matches(library, digest, checked)
@@ -43,22 +91,48 @@ def problems(library: Path, refresh: bool = False) -> list[str]:
         return [f"output missing: {library}"]
     if not ok:
         return [f"output modified since it was built: {library} (not the bytes the link wrote)"]
-    if refresh and checked.get(str(library)) != previous:
+    found = _inputs_problem(inputs, linked_from, checked, will_be or {})
+    if found:
+        return [found]
+    memo = {k: checked[k] for k in linked_from if k in checked}
+    if refresh and (checked.get(str(library)) != previous or memo != linked_from):
         try:
-            _write(library, {**stamp, "checked": checked[str(library)]})
+            _write(library, {**stamp, "checked": checked[str(library)], "linked_from": memo})
         except OSError:
-            pass  # a memo only: the library is hashed again next time
+            pass  # a memo only: the files are hashed again next time
     return []
+
+
+def _inputs_problem(inputs: list[Path], linked_from: dict, checked: dict,
+                    will_be: dict) -> str | None:
+    """Why ``inputs`` now are not those the library was linked from (``linked_from``, as
+    the stamp recorded them; ``checked`` gets what was verified); None when they are."""
+    if sorted(linked_from) != sorted(map(str, inputs)):
+        return "the link's inputs are not those it was linked from (workloads came or went)"
+    for path in inputs:
+        recorded = linked_from[str(path)]
+        if not (isinstance(recorded, list) and len(recorded) == 2 and isinstance(recorded[1], str)):
+            return f"no digest of the link's input {path} in the library's stamp"
+        if str(path) in will_be:
+            if will_be[str(path)] != recorded[1]:
+                return f"the link's input {path} will not be the one the library was linked from"
+            continue
+        checked[str(path)] = recorded
+        if not filecheck.matches(path, recorded[1], checked):
+            return f"the link's input {path} is not the one the library was linked from"
+    return None
 
 
 @dataclass(frozen=True)
 class LibraryIntact:
-    """doit ``uptodate`` check of a link task: the library is the one the link wrote."""
+    """doit ``uptodate`` check of a link task: the library is the one the link wrote, from
+    the inputs there are now."""
 
     library: Path
+    inputs: tuple
 
     def __call__(self) -> bool:
-        return not problems(self.library, refresh=True)
+        return not problems(self.library, list(self.inputs), refresh=True)
 
 
 def relinks_after_restore(db: Path, layout, payload: bytes, graph_objects) -> bool:

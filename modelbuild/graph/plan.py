@@ -139,11 +139,17 @@ def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Ve
         rewritten = ({f"{p} {words}" for p in part.recorded for words in ("is missing", "changed")}
                      if part.repairs_only else set())
         reasons += [r for r in file_reasons(status) if r not in rewritten]
-        if status is not None and status.reasons.get("uptodate_false"):
+        false = [utd for utd, *_ in (status.reasons.get("uptodate_false") or [])
+                 ] if status is not None else []
+        if false:
             old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
-            damaged = link_check.problems(layout.library)
-            reasons += damaged + (config_changes(old, ctx.link_config(), "link")
-                                  or ([] if damaged else ["settings changed"]))
+            repaired = ({str(p): d for p, d in part.recorded.items()}
+                        if part.repairs_only else {})
+            damaged = link_check.problems(layout.library, [Path(p) for p in link.file_dep],
+                                          will_be=repaired)
+            changed = config_changes(old, ctx.link_config(), "link")
+            settings = not all(isinstance(u, link_check.LibraryIntact) for u in false)
+            reasons += damaged + (changed or (["settings changed"] if settings else []))
     return Verdict(f"link:{model}", RUN, reasons) if reasons else None
 
 

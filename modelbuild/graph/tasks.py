@@ -140,12 +140,13 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
         yield _subtask(
             "link", model,
             doc=f"link {layout.library}",
-            actions=[(step, [link.run, objects, graph, layout.library, ctx.target]),
-                     (link_check.record, [layout.library, link_config]),
+            actions=[(step, [link_check.linked, link.run, objects, graph, layout.library,
+                             ctx.target, link_config]),
                      (_remove_others, [layout, {w.name for w in man.workloads}])],
             file_dep=[str(p) for p in [*objects, *graph]],
             targets=[str(layout.library)],
-            uptodate=[config_changed(link_config), link_check.LibraryIntact(layout.library)],
+            uptodate=[config_changed(link_config),
+                      link_check.LibraryIntact(layout.library, (*objects, *graph))],
             clean=[_clean_with_stamp],
         )
 
@@ -269,11 +270,17 @@ class BuildGraph:
         for spec in ctx.models.values():
             yield partition_task(ctx, spec)
 
-    def _partitioned_units(self, kind: str):
-        """The ``kind`` tasks of every model that has a manifest (for commands that list)."""
+    def _partitioned_units(self, kind: str, upstream: str | None = None):
+        """The ``kind`` tasks of every model that has a manifest (for commands that name
+        them, and `doit list`). doit knows a task only once its creator ran, and runs a
+        creator only for a name asked for: so here a task depends on the whole group of
+        its ``upstream`` kind (which runs that creator), not on one task of it
+        (`doit codegen:M/W` runs the lower steps, most of them up to date)."""
         ctx = self.context
         units = [t for m in ctx.models if manifest_mod.read(ctx.project.model(m).manifest)
                  for t in unit_tasks(ctx, m, kinds=(kind,))]
+        for task in units if upstream else ():
+            task.task_dep = [upstream]
         yield group(kind, [t.name for t in units])
         yield from units
 
@@ -285,7 +292,7 @@ class BuildGraph:
     @create_after()
     def task_codegen(self):
         """Compile one scheduled workload to an object file."""
-        yield from self._partitioned_units("codegen")
+        yield from self._partitioned_units("codegen", upstream=CODEGEN.upstream)
 
     def task_link(self):
         """Link a model's objects and graph into build/<model>/<model>.so."""
