@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from pathlib import Path
 
@@ -22,29 +21,7 @@ from ..core.passes import PASSES, default_layout
 from ..targets import toolchain
 from ..targets.registry import TargetSpec
 from . import compute_variants
-
-_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
-
-
-def _identifier_input_names(model, shapes: dict) -> dict:
-    """Rename graph inputs to valid C identifiers, in place; returns the shapes re-keyed.
-
-    TIR parameters are named after the model inputs, and TVM's C codegen
-    writes them into C source verbatim ("gpu_0/data_0" does not compile).
-    """
-    initializers = {i.name for i in model.graph.initializer}
-    renames = {}
-    for value in model.graph.input:
-        if value.name not in initializers and _NOT_IDENT.search(value.name):
-            renames[value.name] = _NOT_IDENT.sub("_", value.name)
-    for value in model.graph.input:
-        value.name = renames.get(value.name, value.name)
-    for node in model.graph.node:
-        for i, name in enumerate(node.input):
-            if name in renames:
-                node.input[i] = renames[name]
-    return {renames.get(k, k): v for k, v in shapes.items()}
-
+from .input_names import identifier_input_names
 
 def import_model(spec: ModelSpec):
     """The model as a Relax IRModule (weights bound as constants)."""
@@ -125,7 +102,7 @@ def _import(spec: ModelSpec, traced: bool):
     model, external = load_onnx(spec)
     _check_inputs(model, spec)
     try:
-        shapes = _identifier_input_names(
+        shapes = identifier_input_names(
             model, {**_empty_dimension_shapes(model, spec), **spec.inputs})
         with _importer_tensors() if traced else contextlib.nullcontext({}) as tensors:
             mod = from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
