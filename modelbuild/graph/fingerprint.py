@@ -86,4 +86,9 @@ def read_stamp(output: Path) -> dict | None:
         stamp = json.loads(stamp_path(output).read_text())
     except (OSError, ValueError):
         return None
-    return stamp if isinstance(stamp, dict) and "key" in stamp else None
+    # a stamp of another shape (hand-edited, another version's) is no stamp: the step reruns
+    if not (isinstance(stamp, dict) and isinstance(stamp.get("key"), str)
+            and isinstance(stamp.get("inputs", {}), dict)
+            and isinstance(stamp.get("output_sha256", ""), (str, type(None)))):
+        return None
+    return stamp

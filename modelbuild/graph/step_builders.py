@@ -23,9 +23,12 @@ def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tu
     lists when the ONNX file is the same (no onnx import on a no-op build), else read
     from the ONNX file."""
     stamp = fingerprint.read_stamp(layout.manifest)
-    sources = ((stamp or {}).get("inputs") or {}).get("sources") or {}
-    if isinstance(sources.get("onnx"), dict) and sources["onnx"].get("sha256") == onnx_digest:
-        return tuple(sources.get("external") or {})
+    sources = ((stamp or {}).get("inputs") or {}).get("sources")
+    if (isinstance(sources, dict) and isinstance(sources.get("onnx"), dict)
+            and sources["onnx"].get("sha256") == onnx_digest
+            and isinstance(sources.get("external", {}), dict)
+            and all(isinstance(name, str) for name in sources.get("external", {}))):
+        return tuple(sources.get("external", {}))
     from ..core.onnx_files import external_data
 
     return external_data(spec.onnx_path)
