@@ -168,9 +168,37 @@ def fuse_stages(mod, target, block: int | None = None) -> dict:
     stages = {"import": mod}
     with target:
         for name, apply in pipeline(block):
-            mod = apply(mod)
+            try:
+                mod = apply(mod)
+            except Exception as err:  # noqa: BLE001 - raised again unless the layout is why
+                if name not in _AFTER_CONVERSION or block is None:
+                    raise
+                mod = _unconverted(stages, block, err)
+                if name != "ConvertLayout":
+                    mod = apply(mod)
             stages[name] = mod
     return stages
+
+
+_AFTER_CONVERSION = ("ConvertLayout", "LegalizeOps")  # may fail on what ConvertLayout made
+
+
+def _unconverted(stages: dict, block: int, err: Exception):
+    """The graph as ConvertLayout leaves it when it cannot carry it (blocked_layout.convert),
+    for a graph ConvertLayout converted into one TVM cannot fold or legalize (a reduction
+    over the channel axis keeping it: the layout_transform back is not a bijection).
+    Replaces the ConvertLayout stage, says so on stderr."""
+    import sys
+
+    from .graph_passes import fold_constants
+
+    reason = (summarize(err, limit=1).strip().splitlines() or ["?"])[-1].strip()
+    print(f"modelbuild: note: TVM cannot legalize this graph in NCHW{block}c ({reason[:200]}); "
+          "each convolution runs blocked on its own, the graph between them in NCHW",
+          file=sys.stderr)
+    before = stages[PASSES[PASSES.index("ConvertLayout") - 1]]
+    stages["ConvertLayout"] = fold_constants()(before)
+    return stages["ConvertLayout"]
 
 
 def channel_block(spec: ModelSpec, target_spec: TargetSpec) -> int | None:
