@@ -33,9 +33,12 @@ def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: st
         raise BuildError(
             f"TVM's {target_spec.kind} code generator cannot compile this workload's scheduled "
             f"TIR: {summarize(err, limit=1)}", workload=name,
-            hint="a record made for another target is the usual cause (the c target takes "
-                 "llvm's records, whose vector widths C cannot express): remove the "
-                 "workload's record, or sample one for this target") from None
+            hint="with a record: one made for another target is the usual cause (the c "
+                 "target takes llvm's records, whose vector widths C cannot express): remove "
+                 "it, or sample one for this target. Without one: TVM cannot compile what "
+                 "the default schedule made of this workload (an operator LLVM cannot "
+                 "vectorize, such as cosh): rerun with MODELBUILD_TRACEBACK=1 and report "
+                 "it") from None
     tmp = atomic.temp_path_for(out_file, suffix=target_spec.artifact_suffix)
     try:
         target_spec.emit(lib, tmp, name, target_spec)
