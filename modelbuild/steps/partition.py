@@ -22,6 +22,7 @@ from ..targets import toolchain
 from ..targets.registry import TargetSpec
 from . import compute_variants
 from .input_names import identifier_input_names
+from .resize_scales import refuse_inexact_scales
 
 def import_model(spec: ModelSpec):
     """The model as a Relax IRModule (weights bound as constants)."""
@@ -101,6 +102,8 @@ def _import(spec: ModelSpec, traced: bool):
 
     model, external = load_onnx(spec)
     _check_inputs(model, spec)
+    refuse_inexact_scales(model, {**_empty_dimension_shapes(model, spec), **spec.inputs},
+                          spec.onnx_path)
     try:
         shapes = identifier_input_names(
             model, {**_empty_dimension_shapes(model, spec), **spec.inputs})

@@ -1,0 +1,106 @@
+"""A Resize that TVM would compute wrong is refused before import, not built.
+
+ONNX maps a Resize's output coordinates to its input with the ``scales`` it is given
+(x_in = x_out / scale, for every coordinate mode but align_corners); TVM's importer maps
+them with the ratio of the sizes (out / in). The two agree only where input size x scale
+is a whole number: 7 x 1.5 gives a 10-long output, and TVM's 10/7 is not 1.5, so the
+library computes other numbers than onnxruntime (0.4-1.4 of the output's largest value,
+found by a differential run), with exit 0. tvm.compile does the same. A wrong library is
+worse than none: such a Resize stops the build, naming the node and what to change.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..core.errors import BuildError
+
+_SMALL = 4096  # bytes: initializers kept for shape inference (shapes, axes, scales)
+
+
+def refuse_inexact_scales(model, declared: dict, onnx_path) -> None:
+    """BuildError for the first Resize of ``model`` whose scale does not give a whole
+    output size (``declared``: [inputs] shapes, over the model's own)."""
+    found = list(_scaled_resizes(model))
+    if not found:
+        return
+    shapes = _shapes(model, declared)
+    for node, scales, axes in found:
+        dims = shapes.get(node.input[0])
+        if not dims or any(d is None for d in dims):
+            continue
+        for axis, scale in zip(axes if axes else range(len(dims)), scales):
+            size = dims[axis]
+            exact = size * float(scale)
+            out = math.floor(exact)
+            if abs(exact - out) > 1e-6 * max(out, 1):
+                name = node.name or node.output[0]
+                raise BuildError(
+                    f"Resize '{name}': axis {axis} of size {size} scaled by {float(scale):g} is "
+                    f"{exact:g}, not a whole number: ONNX maps its output with the scale, TVM's "
+                    f"importer with the sizes' ratio ({out}/{size}), so the library would "
+                    "compute other numbers than onnxruntime", file=onnx_path,
+                    hint="give the Resize `sizes` instead of `scales`, or a scale that makes "
+                         "a whole size")
+
+
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _scaled_resizes(model):
+    """(node, scales, axes) of the Resize nodes with constant scales, align_corners aside."""
+    from onnx import helper, numpy_helper
+
+    resizes = [n for n in model.graph.node if n.op_type == "Resize"]
+    if not resizes:
+        return
+    constants = {i.name: i for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+    index = 1 if _opset(model) < 11 else 2
+    for node in resizes:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        mode = attrs.get("coordinate_transformation_mode", b"half_pixel")
+        if len(node.input) <= index or node.input[index] not in constants or mode in (
+                b"align_corners", b"tf_crop_and_resize"):
+            continue
+        scales = numpy_helper.to_array(constants[node.input[index]]).reshape(-1)
+        if scales.size:
+            yield node, [float(s) for s in scales], list(attrs.get("axes") or [])
+
+
+def _shapes(model, declared: dict) -> dict:
+    """Every value's static shape (None for an unknown dimension), by ONNX's shape
+    inference on a copy of the graph without its large weights."""
+    import onnx
+    from onnx import shape_inference
+
+    graph = onnx.GraphProto()
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() <= _SMALL:
+            graph.initializer.append(tensor)
+        else:  # its shape, without its values
+            graph.initializer.append(onnx.TensorProto(name=tensor.name, dims=tensor.dims,
+                                                      data_type=tensor.data_type))
+    for value in graph.input:
+        if value.name in declared:
+            dims = value.type.tensor_type.shape.dim
+            del dims[:]
+            for d in declared[value.name]:
+                dims.add().dim_value = int(d)
+    light = onnx.helper.make_model(graph, opset_imports=model.opset_import,
+                                   ir_version=model.ir_version)
+    try:
+        inferred = shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - no inference, no check: TVM's import then decides
+        return {}
+    out = {}
+    for value in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        out[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    return out
