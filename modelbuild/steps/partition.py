@@ -23,6 +23,7 @@ from ..targets.registry import TargetSpec
 from . import compute_variants
 from .input_names import identifier_input_names
 from .resize_scales import refuse_inexact_scales
+from .tvm_limits import tvm_limits
 
 def import_model(spec: ModelSpec):
     """The model as a Relax IRModule (weights bound as constants)."""
@@ -340,7 +341,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
     target = tvm.target.Target(target_spec.tvm_target)
     imported, operators, external = import_model_traced(spec)
     block = channel_block(spec, target_spec)
-    with _declared_shapes(spec):
+    with tvm_limits(spec, imported, target), _declared_shapes(spec):
         stages = fuse_stages(imported, target, block)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
@@ -348,7 +349,7 @@ def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
         atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
     atomic.sweep(layout.workloads_dir.glob("*.json"), lambda p: p.stem in funcs)
     variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
-    with _declared_shapes(spec):
+    with tvm_limits(spec, imported, target), _declared_shapes(spec):
         objects = build_graph(fused, set(funcs), target, layout.graph_dir,
                               target_spec.pack_graph_imports)
     traced, layout_changes, error = _provenance(operators, stages, funcs)
