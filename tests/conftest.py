@@ -111,6 +111,14 @@ def make_project(root: Path, models: dict) -> Project:
     return Project(root)
 
 
+def patched_env(folder: Path, source: str) -> dict:
+    """An environment whose Python processes first run ``source`` (a sitecustomize.py in
+    ``folder``): a test's way to plant a failure inside a doit subprocess."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(source)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_close, make_project, onnx_output, run_library
+from conftest import assert_close, make_project, onnx_output, patched_env, run_library
 from onnx import TensorProto, helper, numpy_helper
 from onnx_models import tiny_model
 
@@ -162,17 +162,12 @@ def test_an_unsupported_operator_gets_a_hint_about_operators(tmp_path):
 
 
 def test_an_assertion_in_partition_names_the_task_and_the_place(tiny_project, tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "from modelbuild.steps import partition\n"
-        "def workloads_of(fused):\n"
-        "    found = {}\n"
-        "    assert found, 'the fused module has no workloads'\n"
-        "partition.workloads_of = workloads_of\n")
-    import os
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env = patched_env(tmp_path / "site",
+                      "from modelbuild.steps import partition\n"
+                      "def workloads_of(fused):\n"
+                      "    found = {}\n"
+                      "    assert found, 'the fused module has no workloads'\n"
+                      "partition.workloads_of = workloads_of\n")
     run = tiny_project.doit("build:tiny", check=False, env=env)
     assert run.returncode != 0 and "Traceback" not in run.output
     assert "internal error in partition:tiny" in run.output

@@ -3,10 +3,8 @@ on it as well, and stays an internal error (a bug to report) when it does not.""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-from conftest import make_project
+from conftest import make_project, patched_env
 from onnx import TensorProto as TP
 from onnx import helper as H
 from onnx import numpy_helper
@@ -36,14 +34,11 @@ def test_what_tvm_compile_cannot_build_either_is_the_model_s_error(tmp_path):
 
 
 def test_a_failure_tvm_compile_does_not_share_stays_an_internal_error(tiny_project, tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "from modelbuild.steps import partition\n"
-        "def fuse_stages(mod, target, block=None):\n"
-        "    raise RuntimeError('a bug of ours')\n"
-        "partition.fuse_stages = fuse_stages\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env = patched_env(tmp_path / "site",
+                      "from modelbuild.steps import partition\n"
+                      "def fuse_stages(mod, target, block=None):\n"
+                      "    raise RuntimeError('a bug of ours')\n"
+                      "partition.fuse_stages = fuse_stages\n")
     run = tiny_project.doit("build:tiny", check=False, env=env)
     assert run.returncode != 0 and "Traceback" not in run.output
     assert "internal error in partition:tiny" in run.output and "a bug of ours" in run.output

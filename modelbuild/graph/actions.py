@@ -56,13 +56,11 @@ def step(fn, *args):
     with interrupts.noted() as interrupted:
         try:
             fn(*args)
-        except BuildError as err:
-            if interrupted():
-                raise KeyboardInterrupt from None
-            return TaskFailed(str(err))
         except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
             if interrupted():
                 raise KeyboardInterrupt from None
+            if isinstance(err, BuildError):
+                return TaskFailed(str(err))
             return TaskFailed(internal_error(err, _where(fn, args)))
     return None
 

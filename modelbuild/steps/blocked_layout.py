@@ -27,8 +27,6 @@ def convert(mod, block: int):
     Var"), the graph stays NCHW, each convolution is still computed blocked on its own
     (legalize_map: its input and output transformed around it), and a note on stderr says
     so. Deterministic, so the build stays cacheable."""
-    import sys
-
     import tvm
     from tvm import relax
 
@@ -45,11 +43,18 @@ def convert(mod, block: int):
     try:
         return relax.transform.ConvertLayout(desired, layout_cb=per_call)(mod)
     except (tvm.error.InternalError, RuntimeError, ValueError) as err:
-        reason = (str(err).strip().splitlines() or ["?"])[-1].strip()
-        print(f"modelbuild: note: TVM's ConvertLayout cannot carry this graph in NCHW{block}c "
-              f"({reason[:200]}); each convolution runs blocked on its own, the graph between "
-              "them in NCHW", file=sys.stderr)
+        say_unblocked(f"TVM's ConvertLayout cannot carry this graph in NCHW{block}c", err)
         return mod
+
+
+def say_unblocked(what: str, err: Exception) -> None:
+    """The note on stderr when the graph between the convolutions stays NCHW: ``what``
+    failed, and TVM's reason (the last line of ``err``)."""
+    import sys
+
+    reason = (str(err).strip().splitlines() or ["?"])[-1].strip()
+    print(f"modelbuild: note: {what} ({reason[:200]}); each convolution runs blocked on its "
+          "own, the graph between them in NCHW", file=sys.stderr)
 
 
 def legalize_map(block: int) -> dict:

@@ -192,14 +192,10 @@ def _unconverted(stages: dict, block: int, err: Exception):
     for a graph ConvertLayout converted into one TVM cannot fold or legalize (a reduction
     over the channel axis keeping it: the layout_transform back is not a bijection).
     Replaces the ConvertLayout stage, says so on stderr."""
-    import sys
-
+    from .blocked_layout import say_unblocked
     from .graph_passes import fold_constants
 
-    reason = (summarize(err, limit=1).strip().splitlines() or ["?"])[-1].strip()
-    print(f"modelbuild: note: TVM cannot legalize this graph in NCHW{block}c ({reason[:200]}); "
-          "each convolution runs blocked on its own, the graph between them in NCHW",
-          file=sys.stderr)
+    say_unblocked(f"TVM cannot legalize this graph in NCHW{block}c", err)
     before = stages[PASSES[PASSES.index("ConvertLayout") - 1]]
     stages["ConvertLayout"] = fold_constants()(before)
     return stages["ConvertLayout"]
