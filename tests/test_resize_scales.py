@@ -43,3 +43,12 @@ def test_what_the_message_suggests_builds_and_matches(tmp_path, model):
     assert project.doit("build:m").returncode == 0
     x = model_inputs(project.root, "m")
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -1.5, 0.0])
+def test_a_scale_that_is_no_positive_number_is_refused_in_one_line(tmp_path, scale):
+    project = make_project(tmp_path / "p", {"m": _resize(scale)})
+    run = project.doit("build:m", check=False)
+    assert run.returncode != 0 and "internal error" not in run.output, run.output
+    assert "Resize 'up': its scale for axis 2 is" in run.output and "not a positive number" \
+        in run.output

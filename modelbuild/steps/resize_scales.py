@@ -29,12 +29,16 @@ def refuse_inexact_scales(model, declared: dict, onnx_path) -> None:
         dims = shapes.get(node.input[0])
         if not dims or any(d is None for d in dims):
             continue
+        name = node.name or node.output[0]
         for axis, scale in zip(axes if axes else range(len(dims)), scales):
+            if not (math.isfinite(scale) and scale > 0):
+                raise BuildError(f"Resize '{name}': its scale for axis {axis} is {scale:g}, not a "
+                                 "positive number", file=onnx_path,
+                                 hint="give the Resize positive scales, or `sizes`")
             size = dims[axis]
             exact = size * float(scale)
             out = math.floor(exact)
             if abs(exact - out) > 1e-6 * max(out, 1):
-                name = node.name or node.output[0]
                 raise BuildError(
                     f"Resize '{name}': axis {axis} of size {size} scaled by {float(scale):g} is "
                     f"{exact:g}, not a whole number: ONNX maps its output with the scale, TVM's "
