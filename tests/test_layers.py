@@ -91,3 +91,40 @@ def test_the_import_reader_sees_lazy_imports_and_skips_type_only_ones(tmp_path, 
         "def f():\n    from .b import x\n")
     monkeypatch.setattr(code, "PACKAGE", pkg)
     assert code.imports_of("core/m.py") == {"core/a.py", "core/b.py"}
+
+
+def _full_reading(monkeypatch, module: str) -> set[str]:
+    with monkeypatch.context() as m:
+        m.setattr(code, "_quick_import_nodes", lambda text: None)
+        return code.imports_of(module)
+
+
+def test_the_quick_import_reading_finds_what_parsing_the_whole_module_finds(monkeypatch):
+    quick = [m for m in modules() if code._quick_import_nodes((PACKAGE / m).read_text()) is not None]
+    assert len(quick) > 0.9 * len(modules())  # else every doit run parses them all again
+    for module in modules():
+        assert code.imports_of(module) == _full_reading(monkeypatch, module), module
+
+
+def test_the_quick_import_reading_never_misses_a_statement(tmp_path, monkeypatch):
+    pkg = tmp_path / "modelbuild"
+    (pkg / "core").mkdir(parents=True)
+    for name in "abcdefgh":
+        (pkg / "core" / f"{name}.py").write_text("")
+    monkeypatch.setattr(code, "PACKAGE", pkg)
+    cases = {
+        "if x: import modelbuild.core.a\n": {"core/a.py"},
+        "x = 1; from . import b\n": {"core/b.py"},
+        "try: from .c import y\nexcept ImportError: pass\n": {"core/c.py"},
+        "from . \\\n    import d\n": {"core/d.py"},
+        "from . import (\n    a,  # the first\n    b,\n)\n": {"core/a.py", "core/b.py"},
+        # prose opening a bracket it never closes must not hide the import after it
+        '"""Read\nfrom the cache (see\n"""\nfrom . import e\n': {"core/e.py"},
+        '"""Read\nfrom the cache, (or\nimport it.\n"""\nfrom . import f\n': {"core/f.py"},
+        "def g():\n    from .g import z\n    return z\n": {"core/g.py"},
+        '"""Example:\n\nfrom . import h\n"""\n': {"core/h.py"},  # by chance: one module more
+    }
+    for source, expected in cases.items():
+        (pkg / "core" / "m.py").write_text(source)
+        assert code.imports_of("core/m.py") == expected, source
+        assert _full_reading(monkeypatch, "core/m.py") <= expected, source
