@@ -1,0 +1,96 @@
+"""``doit -n N``: a worker process that dies ends the build, with a message, instead of a
+build that waits forever.
+
+doit runs the tasks of ``-n N`` in N worker processes and waits for each result on a
+queue, with no timeout: a worker that dies with its task (the kernel's OOM killer, a
+SIGKILL, a crash inside TVM) never answers, and doit waited for it forever.
+``watch_workers()`` makes doit's queues ones whose blocking ``get`` looks at the workers
+every half second while it waits; when one has died, the build stops: doit ends the
+other workers, saves what finished (as after any error) and reports the message, and
+exits with doit's status for an error (2). Steps finished are kept as always; the dead
+worker's step left no output in place (outputs are renamed in whole), so the next run
+builds it again.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import multiprocessing.process
+import multiprocessing.queues
+import queue
+import signal
+
+POLL_S = 0.5
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def death(exitcode: int) -> str:
+    """How a worker ended, in words."""
+    if exitcode < 0:
+        name = _signal_name(-exitcode)
+        cause = {"SIGKILL": ": killed, perhaps by the system for lack of memory",
+                 "SIGSEGV": ": a crash", "SIGABRT": ": a crash"}.get(name, "")
+        return f"was ended by {name}{cause}"
+    return f"exited with status {exitcode}"
+
+
+def message(pid: int, exitcode: int) -> str:
+    return (f"modelbuild: a doit worker process (pid {pid}) {death(exitcode)}; the step it "
+            "ran did not finish. The steps that finished are kept: run the same command to "
+            "go on (without -n if it happens again, to see the step's own error)")
+
+
+class WatchedQueue(multiprocessing.queues.Queue):
+    """A multiprocessing queue whose blocking ``get``, in the process that made it, raises
+    doit's InvalidTask (doit ends the run with it as an error) when a worker process it
+    started since has died. In the workers, a ``get`` is the queue's own."""
+
+    def __init__(self, maxsize: int = 0):
+        super().__init__(maxsize, ctx=multiprocessing.get_context())
+        self._owner = os.getpid()
+        self._earlier = _children()  # not this run's workers
+        self._workers: set = set()
+
+    def get(self, block=True, timeout=None):
+        if not block or timeout is not None or os.getpid() != self._owner:
+            return super().get(block, timeout)
+        while True:
+            self._workers |= _children() - self._earlier
+            try:
+                return super().get(timeout=POLL_S)
+            except queue.Empty:
+                dead = self._dead()
+                if dead is not None:
+                    from doit.exceptions import InvalidTask
+
+                    raise InvalidTask(message(*dead)) from None
+
+    def _dead(self) -> tuple[int, int] | None:
+        self._workers |= _children() - self._earlier
+        for worker in sorted(self._workers, key=lambda p: p.pid or 0):
+            code = worker.exitcode
+            if code not in (None, 0):
+                return worker.pid, code
+        return None
+
+
+def _children() -> set:
+    """This process's multiprocessing children, those that ended and were not reaped
+    too (``active_children()`` reaps them: one dead before it is seen would be lost)."""
+    return set(getattr(multiprocessing.process, "_children", ())) | set(
+        multiprocessing.active_children())
+
+
+def watch_workers() -> None:
+    """Give doit's process runner (``doit -n N``) WatchedQueues. Called where the dodo
+    file's tasks are made, in doit's own process, before it starts any worker."""
+    from doit.runner import MRunner
+
+    MRunner.Queue = staticmethod(WatchedQueue)
