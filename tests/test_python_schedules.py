@@ -81,6 +81,43 @@ def test_a_schedule_that_calls_sys_exit_fails_its_step_not_the_whole_run_with_su
         assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
+
+def test_a_schedule_cannot_end_the_process_or_escape_its_step(tiny_copy):
+    """os._exit(0) in a schedule ended doit with 0 and no library; a GeneratorExit or a
+    BaseException of the schedule's own ended in a traceback and 'done'."""
+    workload = tiny_conv_workload(tiny_copy)
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cases = {
+        "def schedule(sch):\n    import os; os._exit(0)\n": "called os._exit(0): a schedule cannot end the build",
+        "import os\nos._exit(3)\n": "loading the file called os._exit(3)",
+        "def schedule(sch):\n    raise GeneratorExit('stop')\n": "raised at line 2 (`raise GeneratorExit('stop')`): GeneratorExit: stop",
+        "class Stop(BaseException):\n    pass\n\ndef schedule(sch):\n    raise Stop()\n": "the schedule function raised at line 5 (`raise Stop()`): Stop",
+    }
+    for text, said in cases.items():
+        path.write_text(text)
+        run = tiny_copy.doit("build:tiny", check=False)
+        assert run.returncode == 1, run
+        assert said in run.output, run
+        assert f"failed lower:tiny/{workload}" in run.output and "Traceback" not in run.output, run
+        assert sha256(tiny_copy.library("tiny")) == lib_hash
+
+
+def test_a_schedule_that_changes_the_working_directory_builds(tiny_copy):
+    """The build's paths are relative to the project: os.chdir in a schedule was an
+    internal error of the step after it."""
+    workload = tiny_conv_workload(tiny_copy)
+    x = model_inputs(tiny_copy.root, "tiny")
+    default = run_library(tiny_copy.library("tiny"), x)
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("import os\nos.chdir('/')\n" + SPLIT_AND_VECTORIZE.replace(
+        "def schedule(sch):\n", "def schedule(sch):\n    os.chdir('/tmp')\n"))
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}, run
+    assert_close(run_library(tiny_copy.library("tiny"), x), default, rel=1e-5)
+
 def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
     from modelbuild.schedules import records
 

@@ -25,6 +25,7 @@ import contextlib
 import importlib.abc
 import importlib.util
 import linecache
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -139,18 +140,16 @@ def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path
     """The ``schedule`` function defined by ``source`` (the bytes read from ``path``), its
     helper modules imported from ``helpers`` (``read_helpers``)."""
     namespace = {"__file__": str(path), "__name__": f"modelbuild_schedule_{workload}"}
+
+    def run():
+        code = compile(source.decode("utf-8"), str(path), "exec")
+        exec(code, namespace)  # noqa: S102 - the user's own schedule file, like a dodo.py
+
     try:
-        with _helpers_importable(path, source, helpers):
-            code = compile(source.decode("utf-8"), str(path), "exec")
-            exec(code, namespace)  # noqa: S102 - the user's own schedule file, like a dodo.py
+        _run_user_code(run, "loading the file", path, workload, source, helpers)
     except SyntaxError as err:
         raise BuildError(f"syntax error at line {err.lineno}: {err.msg}", file=path,
                          workload=workload, hint=HINT) from None
-    except SystemExit as err:
-        raise _exited(err, "loading the file", path, workload) from None
-    except Exception as err:
-        raise BuildError(f"loading the file raised{_where(err, path)}: {summarize(err)}",
-                         file=path, workload=workload, hint=HINT) from None
     fn = namespace.get("schedule")
     if not callable(fn):
         raise BuildError("the file defines no function `schedule(sch)`", file=path,
@@ -158,11 +157,55 @@ def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path
     return fn
 
 
-def _exited(err: SystemExit, what: str, path: Path, workload: str) -> BuildError:
-    """A schedule that calls sys.exit() (or exit()) fails its own step: left to run, it
-    ended the whole doit run with its code, 0 included, the library not linked."""
-    return BuildError(f"{what} called sys.exit({err.code!r}): a schedule cannot end the build",
-                      file=path, workload=workload, hint=HINT)
+class _Exit(Exception):
+    """os._exit called by a schedule: refused, as a failure of its step."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _contained():
+    """What a schedule's code may not do to the build around it: end the process
+    (``os._exit`` skips every handler: doit exited with the schedule's status, 0
+    included, the library not linked) or leave another working directory (the build's
+    paths are relative to the project: it is put back)."""
+    cwd = os.getcwd()
+    real_exit = os._exit
+
+    def refused_exit(code=0):
+        raise _Exit(code)
+
+    os._exit = refused_exit
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+        try:
+            moved = os.getcwd() != cwd
+        except OSError:  # it went to a folder it then removed
+            moved = True
+        if moved:
+            os.chdir(cwd)
+
+
+def _run_user_code(run, what: str, path: Path, workload: str, source: bytes,
+                   helpers: dict) -> None:
+    """``run()``, the schedule file's own code; what it raises (any BaseException but a
+    Ctrl-C and a SyntaxError, which the caller words) fails its step in words."""
+    try:
+        with _contained(), _helpers_importable(path, source, helpers):
+            run()
+    except (KeyboardInterrupt, SyntaxError):
+        raise
+    except (SystemExit, _Exit) as err:
+        call = "sys.exit" if isinstance(err, SystemExit) else "os._exit"
+        raise BuildError(f"{what} called {call}({err.code!r}): a schedule cannot end the "
+                         "build", file=path, workload=workload, hint=HINT) from None
+    except BaseException as err:  # noqa: BLE001 - GeneratorExit, a BaseException of its own
+        raise BuildError(f"{what} raised{_where(err, path)}: {summarize(err)}",
+                         file=path, workload=workload, hint=HINT) from None
 
 
 def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
@@ -173,14 +216,7 @@ def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
 
     fn = load(path, name, source, helpers)
     sch = Schedule(normalize(func), error_render_level="detail")
-    try:
-        with _helpers_importable(path, source, helpers):
-            fn(sch)
-    except SystemExit as err:
-        raise _exited(err, "the schedule function", path, name) from None
-    except Exception as err:
-        raise BuildError(f"the schedule function raised{_where(err, path)}: {summarize(err)}",
-                         file=path, workload=name, hint=HINT) from None
+    _run_user_code(lambda: fn(sch), "the schedule function", path, name, source, helpers)
     return sch
 
 
