@@ -439,13 +439,14 @@ def pipeline(block: int | None) -> list:
         # BatchNorm after a conv into its weights (the arithmetic on constants it leaves is
         # folded after LegalizeOps); the others as element-wise arithmetic
         "FoldBatchnormToConv2D": tvm.transform.Sequential(
-            [t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()]),
+            [_as_pass(fold_batchnorm, "FoldBatchnormToConv2D"), t.DecomposeOpsForInference()]),
         # blocked: constants folded first, as ConvertLayout wants (else it crashes); a stage
         # of its own, so that provenance lines up the bindings ConvertLayout remakes in order
         "SimplifyGraph": simplify_graph() if block is None else tvm.transform.Sequential(
             [simplify_graph(), fold_constants()]),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
-            [_as_pass(lambda mod: blocked_layout.convert(mod, block)), fold_constants()]),
+            [_as_pass(lambda mod: blocked_layout.convert(mod, block), "ConvertLayoutBlocked"),
+             fold_constants()]),
         "LegalizeOps": t.LegalizeOps() if block is None else
         t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map(block)),
         "AnnotateTIROpPattern": t.AnnotateTIROpPattern(),
@@ -456,8 +457,21 @@ def pipeline(block: int | None) -> list:
     return [(name, passes[name]) for name in PASSES]
 
 
-def _as_pass(function):
+def _as_pass(function, name: str):
     import tvm
 
-    return tvm.transform.module_pass(lambda mod, _ctx: function(mod), opt_level=0,
-                                     name="ConvertLayoutBlocked")
+    return tvm.transform.module_pass(lambda mod, _ctx: function(mod), opt_level=0, name=name)
+
+
+def fold_batchnorm(mod):
+    """TVM's FoldBatchnormToConv2D, or ``mod`` as it is where that rewrite fails: it adds a
+    float32 epsilon to the variance whatever the BatchNorm's dtype, so a float16 one raised
+    TypeError. Not folded, the BatchNorm becomes element-wise arithmetic
+    (DecomposeOpsForInference, next): the same numbers, one fusion less."""
+    import tvm
+    from tvm import relax
+
+    try:
+        return relax.transform.FoldBatchnormToConv2D()(mod)
+    except (TypeError, tvm.error.InternalError):
+        return mod
