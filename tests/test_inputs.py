@@ -173,3 +173,16 @@ def test_an_assertion_in_partition_names_the_task_and_the_place(tiny_project, tm
     assert "internal error in partition:tiny" in run.output
     assert "AssertionError: the fused module has no workloads" in run.output
     assert "sitecustomize.py:4" in run.output
+
+
+@pytest.mark.parametrize("shape", ["[1, 3, 16]", "[1, 3, 16, 16, 1]", "[]"])
+def test_a_declared_shape_of_another_rank_is_the_declaration_s_error(tmp_path, shape):
+    """It was TVM's import error, blamed on the ONNX file with a hint about onnx.checker."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "models" / "tiny.onnx").rename(project.root / "models" / "net.onnx")
+    (project.root / "models" / "tiny.toml").write_text(f'onnx = "net.onnx"\n[inputs]\nx = {shape}\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output, run.output
+    n = len(eval(shape))  # noqa: S307 - the test's own literal
+    assert (f"models/tiny.toml: [inputs] x = {shape} has {n} dimension") in run.output, run.output
+    assert "the model's input 'x' has 4 ([1, 3, 16, 16])" in run.output, run.output

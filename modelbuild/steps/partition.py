@@ -68,6 +68,7 @@ def _check_inputs(model, spec: ModelSpec) -> None:
                          f"its inputs: {', '.join(names)}", file=spec.declaration)
     for value in inputs:
         if value.name in spec.inputs:
+            _check_rank(value, spec)
             continue
         # a dim_value of 0 is a static, empty dimension (TVM builds it); only a dim_param
         # or an unset dimension is symbolic
@@ -85,6 +86,23 @@ def _check_inputs(model, spec: ModelSpec) -> None:
                 hint=f"declare it in models/{spec.name}.toml, e.g.\n    {declare}[inputs]\n"
                      f"    {value.name} = [{example}]")
 
+
+
+def _check_rank(value, spec: ModelSpec) -> None:
+    """A declared shape has the ONNX input's rank, where the ONNX file gives one (the
+    sizes may differ: [inputs] may build a model for another size than its file's)."""
+    tensor = value.type.tensor_type
+    if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
+        return
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in tensor.shape.dim]
+    declared = spec.inputs[value.name]
+    if len(declared) != len(dims):
+        raise BuildError(
+            f"[inputs] {value.name} = {list(declared)} has {len(declared)} dimension"
+            f"{'s' if len(declared) != 1 else ''}; the model's input '{value.name}' has "
+            f"{len(dims)} ([{', '.join(dims)}])", file=spec.declaration,
+            hint=f"give {value.name} {len(dims)} sizes in [inputs]")
 
 def _empty_dimension_shapes(model, spec: ModelSpec) -> dict:
     """The ONNX shapes of undeclared inputs with an empty (0) dimension: TVM's importer
