@@ -110,6 +110,24 @@ def test_a_model_file_that_is_not_onnx_is_named(tmp_path):
     assert "Traceback" not in run.output
 
 
+
+@pytest.mark.parametrize("content", [b"", b"\x08\x07", b"# just a comment\n"],
+                         ids=["empty", "ir-version-only", "text"])
+def test_a_model_file_protobuf_reads_as_an_empty_model_is_named(tmp_path, content):
+    """Protobuf reads such bytes as a model with no graph: TVM's "Model IR version 0 not
+    supported" came with a hint about unsupported operators, and a model with an IR version
+    and no graph built a library that computes nothing, exit 0."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "models" / "tiny.onnx").write_bytes(content)
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output, run.output
+    assert "models/tiny.onnx" in run.output, run.output
+    assert any(said in run.output for said in ("not an ONNX model", "cannot read ONNX model",
+                                               "the model's graph has no outputs")), run.output
+    assert "does not support an operator" not in run.output, run.output
+    if not content:
+        assert "(the file is empty)" in run.output, run.output
+
 def test_an_internal_error_is_one_paragraph_with_the_way_to_the_traceback(tiny_copy):
     """A failure no check anticipated (here: TVM given a file that is not TIR) is reported
     as an internal error in words, with how to see the traceback."""

@@ -54,6 +54,15 @@ def load_onnx(spec: ModelSpec):
         raise BuildError(f"cannot read ONNX model: {summarize(err)}", file=spec.onnx_path,
                          hint="check that it is an ONNX model file, with its external data "
                               "files beside it") from None
+    if not model.graph.output:
+        # protobuf reads an empty file, and some other bytes, as a model with nothing set
+        empty = not model.ir_version and not model.graph.node
+        what = ("not an ONNX model: no IR version, no graph" if empty
+                else "the model's graph has no outputs: there is nothing to compute")
+        if not spec.onnx_path.stat().st_size:
+            what += " (the file is empty)"
+        raise BuildError(what, file=spec.onnx_path,
+                         hint="check that it is an ONNX model file (onnx.save writes one)")
     return model, tuple(external)
 
 
