@@ -150,3 +150,61 @@ def test_an_executor_that_does_not_answer_is_a_clear_error(tiny_copy):
                env={**os.environ, "MODELBUILD_EXECUTOR": "tcp://127.0.0.1:9"})
     assert run.returncode != 0 and "Traceback" not in run.output
     assert "the executor tcp://127.0.0.1:9 does not answer" in run.output
+
+
+
+def _listener(greeting: bytes):
+    """A TCP server on 127.0.0.1 that is no Dask scheduler: it accepts, sends ``greeting``
+    (an SSH server's banner; nothing, as a server waiting for a request), then holds the
+    connection. (port, stop)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            try:
+                conn.sendall(greeting)
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    def stop():
+        server.close()
+        for conn in held:
+            conn.close()
+
+    return server.getsockname()[1], stop
+
+
+@pytest.mark.parametrize("greeting", [b"", b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n" * 4],
+                         ids=["silent", "banner"])
+def test_an_executor_address_where_no_dask_scheduler_listens_is_a_clear_error(tiny_copy, greeting):
+    """A silent server (an HTTP server waiting for its request) kept the build waiting
+    forever; one that talks first was an internal error (MemoryError: its banner read as a
+    frame's length) with a traceback."""
+    port, stop = _listener(greeting)
+    try:
+        _forget_compiled(tiny_copy)
+        start = time.monotonic()
+        run = DoitRun(subprocess.run(
+            [sys.executable, "-m", "doit", "build:tiny"], cwd=tiny_copy.root, capture_output=True,
+            text=True, timeout=240, env={**os.environ, "MODELBUILD_EXECUTOR": f"tcp://127.0.0.1:{port}"}))
+        took = time.monotonic() - start
+    finally:
+        stop()
+    assert run.returncode == 1 and "Traceback" not in run.output, run.output
+    assert "internal error" not in run.output, run.output
+    assert f"the executor tcp://127.0.0.1:{port} is not a Dask scheduler: it " in run.output, run
+    assert ("said nothing" if not greeting else "it began with b'SSH-2.0") in run.output, run
+    assert took < 120, took  # one wait for the whole build, not one per step

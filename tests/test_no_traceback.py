@@ -184,3 +184,28 @@ def test_a_broken_pyproject_is_named(tiny_copy):
     run = tiny_copy.doit("build:tiny", check=False)
     assert run.returncode != 0 and "unknown keys in [tool.modelbuild]: cache_dir" in run.output
     assert "Traceback" not in run.output + proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["select", "tiny", "../../notes", "default"],
+    ["select", "tiny", "../../notes", "1"],
+    ["select", "tiny", "../../notes", "winograd"],
+    ["select", "tiny", "/tmp/../notes", "default"],
+    ["sample", "tiny", "../../notes", "-n", "1"],
+])
+def test_a_workload_name_is_never_a_path(tiny_copy, args):
+    """`select tiny ../../notes default` deleted the project's notes.json (any .json the
+    path reached), exit 0."""
+    notes = tiny_copy.root / "notes.json"
+    notes.write_text('{"mine": true}')
+    variants = tiny_copy.root / "schedules" / "notes"
+    variants.mkdir(parents=True, exist_ok=True)
+    (variants / "1.json").write_text('{"not": "a record"}')
+    before = sorted(p.relative_to(tiny_copy.root) for p in tiny_copy.root.rglob("*")
+                    if "build" not in p.parts)
+    proc = cli(tiny_copy, *args, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc
+    assert "not a workload name" in proc.stderr or "has no workload" in proc.stderr, proc
+    assert notes.read_text() == '{"mine": true}'
+    assert sorted(p.relative_to(tiny_copy.root) for p in tiny_copy.root.rglob("*")
+                  if "build" not in p.parts) == before

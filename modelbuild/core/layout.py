@@ -5,6 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import BuildError
+
+
+def plain(name: str, what: str = "workload") -> str:
+    """``name`` when it can be a workload's (or a compute's) name: an identifier, as TVM
+    names a fused function. Anything else (``../../notes``, ``a/b``, "") never becomes a
+    path: a command given one wrote or deleted files outside the model's folders."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise BuildError(f"{what} {name!r}: not a {what} name (letters, digits and _, as "
+                         f"`python -m modelbuild inspect <model>` lists them)")
+    return name
+
 
 @dataclass(frozen=True)
 class Project:
@@ -66,28 +78,28 @@ class ModelLayout:
         """A workload's TIR as partition wrote it; ``compute``: another compute of it,
         computes/<workload>@<compute>.json."""
         if compute == "direct":
-            return self.workloads_dir / f"{workload}.json"
-        return self.computes_dir / f"{workload}@{compute}.json"
+            return self.workloads_dir / f"{plain(workload)}.json"
+        return self.computes_dir / f"{plain(workload)}@{plain(compute, 'compute')}.json"
 
     @property
     def records_dir(self) -> Path:
         return self.project.schedules_dir / self.name
 
     def record(self, workload: str) -> Path:
-        return self.records_dir / f"{workload}.json"
+        return self.records_dir / f"{plain(workload)}.json"
 
     def python_record(self, workload: str) -> Path:
-        return self.records_dir / f"{workload}.py"
+        return self.records_dir / f"{plain(workload)}.py"
 
     def variants_dir(self, workload: str) -> Path:
-        return self.records_dir / "variants" / workload
+        return self.records_dir / "variants" / plain(workload)
 
     def lowered(self, workload: str) -> Path:
-        return self.dir / "lowered" / f"{workload}.json"
+        return self.dir / "lowered" / f"{plain(workload)}.json"
 
     def object(self, workload: str, suffix: str = ".o") -> Path:
         """A workload's codegen artifact; ``suffix``: the target's (an object file: .o)."""
-        return self.dir / "objects" / f"{workload}{suffix}"
+        return self.dir / "objects" / f"{plain(workload)}{suffix}"
 
     @property
     def library(self) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -98,6 +99,31 @@ def _checked_tls(address: str, files: TlsFiles | None) -> TlsFiles | None:
     return files
 
 
+
+def not_dask(address: str, timeout: float) -> str | None:
+    """Why the server at a tcp:// ``address`` is not a Dask scheduler, or None when it
+    starts Dask's handshake (a scheduler sends its own first, a small framed message: the
+    first 8 bytes are its size) or cannot be reached (Dask's client says why then). A
+    Client of such a server waited forever (a silent one) or failed with a MemoryError
+    (one that greets first: its bytes read as a size)."""
+    parts = urlsplit(address)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+            data = b""
+            while len(data) < 8:
+                chunk = sock.recv(8 - len(data))
+                if not chunk:
+                    return "it closed the connection without a word"
+                data += chunk
+    except socket.timeout:
+        return f"it accepts connections and said nothing in {timeout:.0f} s"
+    except (OSError, TypeError, ValueError):
+        return None
+    (size,) = struct.unpack("<Q", data)
+    if not 0 < size < 1 << 20:
+        return f"it answers in another protocol (it began with {data!r})"
+    return None
+
 @dataclass
 class Executor:
     """A Dask scheduler's address and, per process, a client of it (doit's `-n N` forks
@@ -119,20 +145,57 @@ class Executor:
         with self._lock:
             if pid not in self._clients:
                 try:
-                    from distributed import Client
-                except ImportError:
-                    raise BuildError("building on an executor needs dask's distributed",
-                                     hint="python -m pip install 'modelbuild[cluster]'") from None
-                try:  # a certificate that cannot be read is an OSError too
-                    security = self.tls.security() if self.tls is not None else None
-                    self._clients[pid] = Client(self.address, timeout=CONNECT_TIMEOUT,
-                                                set_as_default=False, security=security)
-                except OSError as err:
-                    raise BuildError(f"cannot connect to the executor {self.address}: {err}",
-                                     hint="is `python -m modelbuild serve` (or the scheduler) "
-                                          "running?" + (" Does it accept this certificate "
-                                          f"({self.tls.cert})?" if self.tls else "")) from None
-            return self._clients[pid]
+                    self._clients[pid] = self._connect()
+                except BuildError as err:
+                    self._clients[pid] = err  # every step of this process: said at once
+            found = self._clients[pid]
+        if isinstance(found, BuildError):
+            raise found
+        return found
+
+    def _connect(self):
+        """A Dask client of the scheduler, made within CONNECT_TIMEOUT and a few seconds
+        more whatever listens there: Dask's own timeout left a build waiting forever on a
+        server that never answers its handshake (an HTTP server), and a server that talks
+        first (an SSH banner) gave a MemoryError (its bytes read as a frame's length)."""
+        try:
+            from distributed import Client
+        except ImportError:
+            raise BuildError("building on an executor needs dask's distributed",
+                             hint="python -m pip install 'modelbuild[cluster]'") from None
+        hint = ("is `python -m modelbuild serve` (or the scheduler) running there?"
+                + (f" Does it accept this certificate ({self.tls.cert})?" if self.tls else ""))
+        if self.address.startswith("tcp://"):
+            odd = not_dask(self.address, CONNECT_TIMEOUT)
+            if odd:
+                raise BuildError(f"the executor {self.address} is not a Dask scheduler: {odd}",
+                                 hint=hint)
+        made: list = []
+
+        def connect():
+            try:  # a certificate that cannot be read is an OSError too
+                security = self.tls.security() if self.tls is not None else None
+                made.append(Client(self.address, timeout=CONNECT_TIMEOUT, set_as_default=False,
+                                   security=security))
+            except BaseException as err:  # noqa: BLE001 - said in words below
+                made.append(err)
+
+        thread = threading.Thread(target=connect, name="modelbuild-executor-connect",
+                                  daemon=True)
+        thread.start()
+        thread.join(CONNECT_TIMEOUT + 5)
+        if not made:
+            raise BuildError(f"the executor {self.address} accepts connections but does not "
+                             f"answer as a Dask scheduler (waited {CONNECT_TIMEOUT + 5:.0f} s)",
+                             hint=hint)
+        if isinstance(made[0], BaseException):
+            err = made[0]
+            if isinstance(err, KeyboardInterrupt):
+                raise err
+            kind = "" if isinstance(err, OSError) else " (not a Dask scheduler?)"
+            raise BuildError(f"cannot connect to the executor {self.address}{kind}: "
+                             f"{type(err).__name__}: {str(err)[:200]}", hint=hint)
+        return made[0]
 
     def run(self, task: str, step: str, expected: dict, args: dict) -> bytes:
         """Run ``step`` on a worker; its output's bytes. Any failure is a BuildError naming
