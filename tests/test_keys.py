@@ -4,6 +4,8 @@ the steps it feeds run again (and `why` says why); change nothing, and nothing r
 import json
 import os
 import shutil
+
+import pytest
 import stat
 import subprocess
 import sys
@@ -103,6 +105,36 @@ def test_a_python_schedules_helper_module_is_part_of_its_record(tiny_copy):
                           cwd=tiny_copy.root, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
+
+
+@pytest.mark.parametrize("where", ["package", "root"])
+def test_a_helper_package_or_a_module_beside_dodo_is_part_of_the_record(tiny_copy, where):
+    """A schedule could import a package in schedules/ or a module beside dodo.py: editing
+    it rebuilt nothing, exit 0, and the library differed from a clean build's."""
+    workload = tiny_conv_workload(tiny_copy)
+    folder = tiny_copy.root / "schedules" / "tiny"
+    folder.mkdir(parents=True, exist_ok=True)
+    if where == "package":
+        package = tiny_copy.root / "schedules" / "common"
+        (package / "sub").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "sub" / "__init__.py").write_text("")
+        (package / "sub" / "tiling.py").write_text("from .factors import FACTOR  # noqa\n")
+        helper, imports = package / "sub" / "factors.py", "from common.sub.tiling import FACTOR"
+    else:
+        helper, imports = tiny_copy.root / "tiling_factors.py", "from tiling_factors import FACTOR"
+    helper.write_text(TILING.format(factor=8))
+    (folder / f"{workload}.py").write_text(SCHEDULE.replace("from _tiling import FACTOR", imports))
+    tiny_copy.doit("build:tiny")
+    obj8 = tiny_copy.objects("tiny")[f"{workload}.o"]
+    helper.write_text(TILING.format(factor=4))
+    run = tiny_copy.doit("build:tiny")
+    assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}, run
+    incremental = tiny_copy.objects("tiny")
+    assert incremental[f"{workload}.o"] != obj8
+    shutil.rmtree(tiny_copy.root / "build")
+    tiny_copy.doit("build:tiny")
+    assert tiny_copy.objects("tiny") == incremental
 
 def test_tvm_ffis_version_is_an_input_of_every_step(tiny_copy, tmp_path):
     """Another apache-tvm-ffi (a distribution earlier on the path) changes every key."""

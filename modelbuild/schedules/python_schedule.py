@@ -45,14 +45,35 @@ def _where(err: BaseException, path: Path) -> str:
 
 
 def helper_dirs(path: Path) -> list[Path]:
-    """Where a schedule's helper modules are found: its own folder, then schedules/."""
-    return [path.parent, path.parent.parent]
+    """Where a schedule's helper modules are found: its own folder, then schedules/, then
+    the project's root (the folder of schedules/: doit puts dodo.py's folder on the import
+    path, so a module there was importable, and untracked)."""
+    dirs = [path.parent, path.parent.parent]
+    return dirs + [path.parent.parent.parent] if path.parent.parent.name == "schedules" else dirs
+
+
+def _module_files(folder: Path, name: str) -> dict[str, Path]:
+    """dotted name -> file of the helper ``name`` in ``folder``: ``name.py``, or a package
+    ``name/`` (its ``__init__.py`` and every module under it); {} when neither is there."""
+    if (folder / f"{name}.py").is_file():
+        return {name: folder / f"{name}.py"}
+    package = folder / name
+    if not (package / "__init__.py").is_file():
+        return {}
+    found = {}
+    for file in sorted(package.rglob("*.py")):
+        parts = file.relative_to(folder).with_suffix("").parts
+        if all(part.isidentifier() for part in parts):
+            dotted = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[dotted] = file
+    return found
 
 
 def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
     """module name -> (file, its bytes) of every helper module the schedule ``source`` (the
     bytes of ``path``) imports, directly or through another helper: each file read once,
-    found from the source (nothing is imported)."""
+    found from the source (nothing is imported). A helper package counts whole: every
+    module under it."""
     found: dict[str, tuple[Path, bytes]] = {}
     todo = [(path, source)]
     while todo:
@@ -67,19 +88,18 @@ def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 names = [node.module.split(".")[0]]
             else:
-                continue
+                continue  # a relative import inside a helper package: the package is read
             for name in names:
                 if name in found:
                     continue
-                module = next((d / f"{name}.py" for d in helper_dirs(path)
-                               if (d / f"{name}.py").is_file()), None)
-                if module is None:
-                    continue
-                try:
-                    found[name] = (module, module.read_bytes())
-                except OSError:
-                    continue  # gone since: loading the schedule reports it
-                todo.append(found[name])
+                files = next((f for f in (_module_files(d, name) for d in helper_dirs(path))
+                              if f), {})
+                for dotted, file in files.items():
+                    try:
+                        found[dotted] = (file, file.read_bytes())
+                    except OSError:
+                        continue  # gone since: loading the schedule reports it
+                    todo.append(found[dotted])
     return found
 
 
@@ -93,7 +113,11 @@ class _HelperFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
         if name not in self.helpers:
             return None
-        return importlib.util.spec_from_loader(name, self, origin=str(self.helpers[name][0]))
+        file = self.helpers[name][0]
+        spec = importlib.util.spec_from_loader(name, self, origin=str(file),
+                                               is_package=file.name == "__init__.py")
+        spec.has_location = True  # __file__ is the helper's
+        return spec
 
     def create_module(self, spec):
         return None
