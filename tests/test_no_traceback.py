@@ -2,6 +2,7 @@
 model, says what is wrong on stderr and exits non-zero."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -209,3 +210,20 @@ def test_a_workload_name_is_never_a_path(tiny_copy, args):
     assert notes.read_text() == '{"mine": true}'
     assert sorted(p.relative_to(tiny_copy.root) for p in tiny_copy.root.rglob("*")
                   if "build" not in p.parts) == before
+
+
+@pytest.mark.parametrize("cxx", ["/nonexistent/g++", "'unclosed"])
+def test_a_compiler_that_does_not_exist_is_named(tiny_project, cxx):
+    """It was an internal error (FileNotFoundError) in partition and link."""
+    run = tiny_project.doit("build:tiny", check=False, env={**os.environ, "CXX": cxx})
+    assert run.returncode == 1 and "internal error" not in run.output, run.output
+    assert f"the C/C++ compiler {cxx!r} ($CXX) does not exist" in run.output, run.output
+
+
+def test_a_compiler_written_with_a_wrapper_and_flags_builds(tiny_project):
+    """CXX="env g++ -O2", as make users write it, was no program to TVM or to the link."""
+    from conftest import assert_close, model_inputs, onnx_output, run_library
+
+    tiny_project.doit("build:tiny", env={**os.environ, "CXX": "env g++ -O2"})
+    x = model_inputs(tiny_project.root, "tiny")
+    assert_close(run_library(tiny_project.library("tiny"), x), onnx_output(tiny_project.root, "tiny", x))

@@ -248,7 +248,6 @@ def _capture_objects(executable, out_dir: Path, fpack_imports=None) -> list[str]
     """Let export_library write the executable's objects into out_dir, and keep them there
     instead of linking (returns their names). ``fpack_imports``: the target's way of
     packing the executable's imports (None: export_library's object file)."""
-    from tvm.support import cc
 
     captured: list[str] = []
 
@@ -265,7 +264,7 @@ def _capture_objects(executable, out_dir: Path, fpack_imports=None) -> list[str]
                 os.replace(path, out_dir / name)
             captured.append(name)
 
-    keep.get_target_triple = cc.create_shared.get_target_triple
+    keep.get_target_triple = toolchain.target_triple
     executable.export_library(str(out_dir / "graph.so"), fcompile=keep, workspace_dir=str(out_dir),
                               fpack_imports=fpack_imports)
     return captured

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,30 +18,49 @@ from ..core.errors import BuildError
 _CANDIDATES = ("g++", "gcc", "clang++", "clang", "c++", "cc")
 
 
-def compiler() -> str:
-    env = os.environ.get("CXX") or os.environ.get("CC")
-    if env:
-        return env
+def command() -> list[str]:
+    """The compiler as a command: $CXX (else $CC) split as a shell splits it, as make users
+    write it (``ccache g++``, ``g++ -O2``), else the first of g++, gcc, ... found. A
+    BuildError when its program does not exist."""
+    for name in ("CXX", "CC"):
+        value = os.environ.get(name)
+        if not value:
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = []
+        if not words or shutil.which(words[0]) is None:
+            raise BuildError(f"the C/C++ compiler {value!r} (${name}) does not exist",
+                             hint=f"set {name} to an installed compiler, or unset it")
+        return words
     for name in _CANDIDATES:
         found = shutil.which(name)
         if found:
-            return found
+            return [found]
     raise BuildError("no C/C++ compiler found to link the library",
                      hint="install g++ (e.g. apt-get install g++) or set CXX")
 
 
+def compiler() -> str:
+    """The compiler's program (``command()``'s first word)."""
+    return command()[0]
+
+
 def identity(cmd: str | None = None) -> str:
     """The compiler as keys see it: its path and the first line of its ``--version``
-    (``gcc (Debian 12.2.0-14) 12.2.0``): a gcc and a clang build, or two versions of one,
-    never share an artifact. Asked once per compiler file (path, size, mtime) and process."""
-    cmd = cmd or compiler()
-    path = shutil.which(cmd) or cmd
+    (``gcc (Debian 12.2.0-14) 12.2.0``), and the flags $CXX gives it: a gcc and a clang
+    build, or two versions of one, never share an artifact. Asked once per compiler file
+    (path, size, mtime) and process."""
+    words = [cmd] if cmd else command()
+    path = shutil.which(words[0]) or words[0]
     try:
         st = os.stat(path)
     except OSError:
-        raise BuildError(f"the C/C++ compiler {cmd!r} does not exist",
+        raise BuildError(f"the C/C++ compiler {words[0]!r} does not exist",
                          hint="set CXX (or CC) to an installed compiler") from None
-    return _identity(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    found = _identity(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    return " ".join([found, *words[1:]])
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,16 +75,28 @@ def _identity(path: str, _size: int, _mtime_ns: int) -> str:
 
 
 def run(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as err:  # it cannot be run: gone, not executable, not a program
+        raise BuildError(f"{what} failed: cannot run {cmd[0]}: {err.strerror or err}",
+                         hint="set CXX (or CC) to an installed compiler") from None
     if proc.returncode != 0:
         raise BuildError(f"{what} failed ({proc.returncode}):\n{proc.stdout}\ncommand: {' '.join(cmd)}")
 
 
+
+def target_triple() -> str | None:
+    """What the compiler says it builds for (``-dumpmachine``), as export_library asks it
+    (TVM asks $CXX as it was when TVM was imported, whole: "g++ -O2" was no program)."""
+    proc = subprocess.run([*command(), "-dumpmachine"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
+
 def compile_object(source: Path, out: Path, options: list[str], what: str) -> None:
     """``what`` names the thing compiled for the error message (not the temporary file)."""
-    run([compiler(), "-c", "-fPIC", "-o", str(out), str(source), *options], f"compiling {what}")
+    run([*command(), "-c", "-fPIC", "-o", str(out), str(source), *options], f"compiling {what}")
 
 
 def link_shared(out: Path, objects: list[Path], what: str) -> None:
     """``export_library``'s link line: cc -shared -fPIC -o out objects..."""
-    run([compiler(), "-shared", "-fPIC", "-o", str(out), *map(str, objects)], f"linking {what}")
+    run([*command(), "-shared", "-fPIC", "-o", str(out), *map(str, objects)], f"linking {what}")
