@@ -109,3 +109,16 @@ def test_every_command_with_target_has_the_same_target_and_mcpu_options(tmp_path
         assert "--mcpu MCPU the CPU to build for with target llvm" in text, command
     for command in ("select", "serve", "cache"):
         assert "--target" not in _help(project.root, command), command
+
+
+def test_a_cache_dir_in_the_home_of_no_user_is_one_line(tmp_path):
+    """`~nosuchuser/cache` was a traceback from doit and an internal error from the commands."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "pyproject.toml").write_text('[tool.modelbuild]\ncache-dir = "~nosuchuser5/c"\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output, run.output
+    assert "cache-dir = '~nosuchuser5/c': no such user's home folder" in run.output, run.output
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "cache", "stats"], cwd=project.root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "no such user's home folder" in proc.stderr, proc
+    assert "internal error" not in proc.stderr

@@ -296,3 +296,25 @@ def test_llvm_builds_for_this_machines_cpu_and_mcpu_chooses_another(tiny_copy):
     assert bad.returncode != 0 and "mcpu=nosuch: not a CPU that TVM's LLVM knows" in bad.output
     bad = tiny_copy.doit("build:tiny", "target=c", "mcpu=x86-64", check=False)
     assert bad.returncode != 0 and "target 'c' takes no option mcpu" in bad.output
+
+
+@pytest.mark.parametrize("module, source, said", [
+    ("../my_targets", None, "targets names '../my_targets', which is no module name"),
+    ("my_targets", "def f(:\n", "the target module 'my_targets' failed as it was imported (line 1): SyntaxError"),
+    ("my_targets", "raise RuntimeError('no GPU here')\n", "failed as it was imported: RuntimeError: no GPU here"),
+    ("my_targets", "import sys\nsys.exit(3)\n", "failed as it was imported: SystemExit: 3"),
+    ("my_targets", "from modelbuild.targets import TargetSpec, register\n"
+                   "register(TargetSpec('bad', 'llvm', 'a string target'))\n",
+     "target 'bad': its TVM target must be a dict with a kind"),
+])
+def test_a_target_module_that_fails_is_one_error_naming_it(tmp_path, module, source, said):
+    """Each was a traceback (or, for sys.exit, exit 3 with no word at all)."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    if source is not None:
+        (project.root / "my_targets.py").write_text(source)
+    (project.root / "pyproject.toml").write_text(f'[tool.modelbuild]\ntargets = ["{module}"]\n')
+    run = project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output, run.output
+    assert said in run.output, run.output
+    proc = cli(project, "inspect", "tiny", check=False)
+    assert proc.returncode != 0 and said in proc.stderr and "Traceback" not in proc.stderr, proc

@@ -177,7 +177,12 @@ class Settings:
         value = self.get(key)
         if value is None:
             return None
-        path = Path(str(value)).expanduser()
+        try:
+            path = Path(str(value)).expanduser()
+        except RuntimeError:  # ~user of no user (Python cannot find that home)
+            raise BuildError(f"{key} = {value!r}: no such user's home folder",
+                             file=self.root / "pyproject.toml" if self.origin(key) == PYPROJECT
+                             else None, hint=hint(key)) from None
         return self.root / path if self.origin(key) == PYPROJECT else path
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,13 @@ TARGETS: dict[str, TargetSpec] = {}
 
 def register(spec: TargetSpec) -> TargetSpec:
     """Add a target; a name can be registered once."""
+    if not isinstance(spec.name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", spec.name):
+        raise BuildError(f"target name {spec.name!r}: not a name (letters, digits, _, . and -, "
+                         "not starting with . or -)")
+    if not isinstance(spec.tvm_target, dict) or not isinstance(spec.tvm_target.get("kind"), str):
+        raise BuildError(f"target '{spec.name}': its TVM target must be a dict with a kind, "
+                         f"as TVM 0.27 takes targets (e.g. {{'kind': 'llvm'}}), not "
+                         f"{spec.tvm_target!r}")
     if spec.name in TARGETS:
         raise BuildError(f"target '{spec.name}' is already registered")
     TARGETS[spec.name] = spec
@@ -160,6 +168,10 @@ def load_project_targets(root: Path, modules) -> None:
     for name in modules:
         if name in sys.modules:
             continue
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise BuildError(f"targets names {name!r}, which is no module name (dotted "
+                             "identifiers, no path)", file=root / "pyproject.toml",
+                             hint="name a module beside dodo.py, or an installed one")
         added = str(root) not in sys.path
         if added:
             sys.path.insert(0, str(root))
@@ -169,6 +181,16 @@ def load_project_targets(root: Path, modules) -> None:
             raise BuildError(f"cannot import target module '{name}': {err}",
                              file=root / "pyproject.toml",
                              hint="name a module beside dodo.py, or an installed one") from None
+        except (KeyboardInterrupt, BuildError):
+            raise
+        except BaseException as err:  # noqa: BLE001 - the module's own error, in words
+            from ..core.errors import summarize
+
+            where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
+            raise BuildError(f"the target module '{name}' failed as it was imported{where}: "
+                             f"{summarize(err) if str(err) else type(err).__name__}",
+                             file=root / "pyproject.toml",
+                             hint=f"fix the module {name}, or remove it from targets") from None
         finally:
             if added:
                 sys.path.remove(str(root))
