@@ -33,12 +33,13 @@ def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: st
         raise BuildError(
             f"TVM's {target_spec.kind} code generator cannot compile this workload's scheduled "
             f"TIR: {summarize(err, limit=1)}", workload=name,
-            hint="with a record: one made for another target is the usual cause (the c "
-                 "target takes llvm's records, whose vector widths C cannot express): remove "
-                 "it, or sample one for this target. Without one: TVM cannot compile what "
-                 "the default schedule made of this workload (an operator LLVM cannot "
-                 "vectorize, such as cosh): rerun with MODELBUILD_TRACEBACK=1 and report "
-                 "it") from None
+            hint=f"with a record (schedules/<model>/{name}.json or .py): its schedule is what "
+                 "TVM cannot compile: one made for another target (the c target takes llvm's "
+                 "records, whose vector widths C cannot express), or decisions far past the "
+                 "loops' sizes (a split factor, an unroll step): remove it, or sample one for "
+                 "this target. Without one: TVM cannot compile what the default schedule "
+                 "made of this workload (an operator LLVM cannot vectorize, such as cosh): "
+                 "rerun with MODELBUILD_TRACEBACK=1 and report it") from None
     tmp = atomic.temp_path_for(out_file, suffix=target_spec.artifact_suffix)
     try:
         target_spec.emit(lib, tmp, name, target_spec)
