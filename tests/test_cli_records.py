@@ -215,3 +215,20 @@ def test_export_for_another_target_partitions_privately_once_and_leaves_build_al
     assert "not current for target c" in notes[0] and "modelbuild why tiny" in notes[0]
     assert sha256(manifest) == before
     assert (tmp_path / "db" / "database_workload.json").is_file()
+
+
+@pytest.mark.parametrize("workload_line, record_line, said", [
+    ("[1, 2]", "[1, 2]", "database_workload.json: line 1 is not a MetaSchedule workload"),
+    ("{}", "", "database_workload.json: line 1 is not a MetaSchedule workload"),
+    ('["123", "notbase64"]', "", "TVM cannot read this MetaSchedule database"),
+    ('["123", "eA=="]', '{"trace": []}', "database_tuning_record.json: line 1 is not a MetaSchedule tuning record"),
+])
+def test_a_database_of_the_wrong_shape_is_named(tiny_copy, tmp_path, workload_line, record_line, said):
+    """Valid JSON of another shape was an internal error (TypeError, TVM's Check failed)."""
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / "database_workload.json").write_text(workload_line + "\n")
+    (db / "database_tuning_record.json").write_text(record_line + "\n" if record_line else "")
+    proc = cli(tiny_copy, "import", "tiny", str(db), check=False)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc
+    assert said in proc.stderr and "Traceback" not in proc.stderr, proc

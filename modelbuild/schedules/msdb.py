@@ -54,24 +54,54 @@ def validate_files(work_dir: Path) -> None:
         if not path.is_file():
             raise BuildError(f"missing {name}: a MetaSchedule database has {WORKLOAD_FILE} "
                              f"and {RECORD_FILE}", file=path)
+        workloads = 0
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                json.loads(line)
+                entry = json.loads(line)
             except json.JSONDecodeError as err:
                 raise BuildError(f"line {lineno} is not valid JSON ({err.msg}); "
                                  "the file may be truncated", file=path,
                                  hint="re-run tuning, or delete the broken line") from None
+            shape = _line_shape(name, entry, workloads)
+            if shape:
+                raise BuildError(f"line {lineno} is not a MetaSchedule {shape}", file=path,
+                                 hint="give the work_dir that MetaSchedule tuning wrote, or "
+                                      "delete the line")
+            if name == WORKLOAD_FILE:
+                workloads += 1
+
+
+def _line_shape(name: str, entry, workloads: int) -> str | None:
+    """What a database line should be, when ``entry`` is not that: a workload line is
+    [structural hash, the workload's module (base64)]; a record line [index of a workload
+    line, the record]. ``workloads``: the workload lines read so far (records come after,
+    and index them)."""
+    if name == WORKLOAD_FILE:
+        ok = (isinstance(entry, list) and len(entry) == 2
+              and all(isinstance(x, str) for x in entry) and entry[0].isdigit())
+        return None if ok else "workload: [\"<structural hash>\", \"<module, base64>\"]"
+    ok = (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int
+          and isinstance(entry[1], list) and entry[0] >= 0)
+    return None if ok else "tuning record: [<workload line index>, [<trace>, ...]]"
 
 
 def _open(work_dir: Path, validated: bool = False):
+    import tvm
     from tvm.s_tir import meta_schedule as ms
 
     if not validated:
         validate_files(work_dir)
-    return ms.database.JSONDatabase(str(work_dir / WORKLOAD_FILE), str(work_dir / RECORD_FILE),
-                                    allow_missing=False)
+    try:
+        return ms.database.JSONDatabase(str(work_dir / WORKLOAD_FILE),
+                                        str(work_dir / RECORD_FILE), allow_missing=False)
+    except (tvm.error.InternalError, TypeError, ValueError) as err:
+        from ..core.errors import summarize
+
+        raise BuildError(f"TVM cannot read this MetaSchedule database: {summarize(err, limit=2)}",
+                         file=work_dir, hint="give the work_dir that MetaSchedule tuning wrote "
+                                             "(a hand-edited line may be the cause)") from None
 
 
 def _pick(db, candidates: list, matched: set):
