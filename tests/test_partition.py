@@ -136,3 +136,45 @@ def test_a_chain_of_operators_that_reuse_their_operand_is_not_inlined_into_one_e
     project.doit("build:reuse")
     x = model_inputs(project.root, "reuse")
     assert_close(run_library(project.library("reuse"), x), onnx_output(project.root, "reuse", x))
+
+
+def test_a_chain_of_saturating_casts_is_not_inlined_into_one_expression(tmp_path):
+    """Each Cast to an integer is a Select on isnan/isinf of its operand; four of them inlined
+    into one expression took 165 s to compile (TVM's simplifier is exponential in the
+    nesting of Selects on data), tvm.compile 0.1 s."""
+    import subprocess
+    import sys
+
+    import tvm
+    from conftest import DoitRun, assert_close, model_inputs, onnx_output, run_library
+
+    from modelbuild.core.workloads import load_json
+    from modelbuild.targets import cpu_schedule
+    from modelbuild.targets import registry as targets
+
+    nodes, previous = [], "x"
+    for k, to in enumerate([TensorProto.INT32, TensorProto.FLOAT16, TensorProto.INT8,
+                            TensorProto.FLOAT]):
+        nodes.append(helper.make_node("Cast", [previous], [f"c{k}"], to=to))
+        previous = f"c{k}"
+    graph = helper.make_graph(
+        nodes, "casts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [50])],
+        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, [50])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    project = make_project(tmp_path / "p", {"casts": model})
+    # a guard against the old minutes, not a speed figure: the build takes about a second
+    run = DoitRun(subprocess.run([sys.executable, "-m", "doit", "build:casts"], cwd=project.root,
+                                 capture_output=True, text=True, timeout=120))
+    assert run.returncode == 0, run
+    x = model_inputs(project.root, "casts")
+    x[0] = (x[0] * 60).astype("float32")  # past int8's range: the casts saturate and wrap
+    assert_close(run_library(project.library("casts"), x), onnx_output(project.root, "casts", x))
+    spec = targets.resolve("llvm")
+    for w in manifest.read(project.root / "build/casts/partition/manifest.msgpack").workloads:
+        func = load_json(project.workload_file("casts", w.name).read_text())
+        scheduled = spec.default_schedule(func, w.name, tvm.target.Target(spec.tvm_target))
+        sch = tvm.s_tir.Schedule(scheduled)
+        for b in sch.get_child_blocks(sch.get_sblock("root", func_name="main")):
+            body = sch.get(b).body
+            if isinstance(body, tvm.tirx.BufferStore):
+                assert cpu_schedule._data_selects(body.value, {}) <= cpu_schedule.DATA_SELECTS_MAX

@@ -157,7 +157,9 @@ def _import_hint(err: Exception, spec: ModelSpec) -> str:
                 "(onnx.version_converter)")
     if spec.inputs and any(word in text for word in ("shape", "dimension", "rank", "broadcast")):
         return (f"check the shapes declared in {spec.declaration} [inputs] against what the "
-                "model expects")
+                "model expects; if they are right (onnxruntime runs the model with them), this "
+                "is a TVM importer limitation: rerun with MODELBUILD_TRACEBACK=1 for the "
+                "traceback")
     return ("check the model with onnx.checker.check_model and onnxruntime; if both accept it, "
             "this is a TVM importer limitation: rerun with MODELBUILD_TRACEBACK=1 for the "
             "traceback")

@@ -145,6 +145,12 @@ def _inline(sch, root) -> None:
 # does not inline them, 0.1 s). Past this many nodes a block keeps its own buffer.
 INLINED_NODES_MAX = 2048
 _LOWERED_USES = {"tirx.tanh": 5, "tirx.tan": 2, "tirx.atanh": 2}
+# TVM's simplifier takes time exponential in the nesting of Selects whose condition reads
+# data: a chain of four Casts (float32 -> int32 -> float16 -> int8 -> float32, each a
+# saturating Select on isnan/isinf of its operand), inlined whole (943 nodes), took 165 s to
+# compile; with at most 2 such Selects nested in one expression, 0.06 s. Selects on indices
+# alone (Winograd's constant matrices) do not count: no declared model's schedule changes.
+DATA_SELECTS_MAX = 2
 
 
 def _grows(sch, block, forward: bool) -> bool:
@@ -171,7 +177,42 @@ def _grows(sch, block, forward: bool) -> bool:
             continue
         if outer_size + uses * max(size - 1, 0) > INLINED_NODES_MAX:
             return True
+        if uses and _data_selects(inner.body.value, {}) + _data_selects(outer.body.value, {}) \
+                > DATA_SELECTS_MAX:
+            return True
     return False
+
+
+def _children(expr) -> list:
+    import tvm
+
+    if isinstance(expr, tvm.ir.Call):
+        return list(expr.args)
+    return [getattr(expr, f) for f in ("a", "b", "value", "condition", "true_value",
+                                       "false_value", "body") if hasattr(expr, f)]
+
+
+def _data_selects(expr, memo: dict) -> int:
+    """How deep Selects whose condition reads a buffer nest in ``expr``."""
+    import tvm
+
+    key = expr.id_
+    if key not in memo:
+        inner = [_data_selects(c, memo) for c in _children(expr) if isinstance(c, tvm.ir.Expr)]
+        here = isinstance(expr, tvm.tirx.Select) and _reads(expr.condition, {})
+        memo[key] = max(inner, default=0) + here
+    return memo[key]
+
+
+def _reads(expr, memo: dict) -> bool:
+    """Whether ``expr`` loads from a buffer."""
+    import tvm
+
+    key = expr.id_
+    if key not in memo:
+        memo[key] = isinstance(expr, tvm.ir.TensorLoad) or any(
+            _reads(c, memo) for c in _children(expr) if isinstance(c, tvm.ir.Expr))
+    return memo[key]
 
 
 def _tree(expr, buffer, memo: dict) -> tuple[int, int]:
@@ -187,13 +228,9 @@ def _tree(expr, buffer, memo: dict) -> tuple[int, int]:
     else:
         weight = 1
         if isinstance(expr, tvm.ir.Call):
-            children = list(expr.args)
             weight = _LOWERED_USES.get(getattr(expr.op, "name", ""), 1)
-        else:
-            children = [getattr(expr, f) for f in ("a", "b", "value", "condition", "true_value",
-                                                   "false_value", "body") if hasattr(expr, f)]
         size, uses = 1, 0
-        for child in children:
+        for child in _children(expr):
             if isinstance(child, tvm.ir.Expr):
                 s, u = _tree(child, buffer, memo)
                 size, uses = size + weight * s, uses + weight * u
