@@ -256,3 +256,25 @@ def test_read_only_commands_change_no_build_state(tiny_copy):
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     assert _state(tiny_copy) == before
     assert tiny_copy.doit("build:tiny", "target=c").ran == set()
+
+
+def test_a_schedule_imports_its_helpers_and_installed_modules_and_no_other_project_code(tiny_copy):
+    """A wave.py beside dodo.py is not the wave a schedule imports (taken for a
+    helper, its bytes replaced Python's module in the build's process; left on the import
+    path, it was imported and not in the key), and project code that is no helper (a
+    namespace package) cannot be imported unseen by the key."""
+    workload = tiny_conv_workload(tiny_copy)
+    (tiny_copy.root / "wave.py").write_text("raise RuntimeError('not the wave module')\n")
+    folder = tiny_copy.root / "schedules" / "tiny"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "_tiling.py").write_text(TILING.format(factor=8))
+    schedule = folder / f"{workload}.py"
+    schedule.write_text("import wave\nassert wave.Error\n" + SCHEDULE)
+    assert f"lower:tiny/{workload}" in tiny_copy.doit("build:tiny").ran
+    (tiny_copy.root / "wave.py").write_text("raise RuntimeError('still not wave')\n")
+    assert tiny_copy.doit("build:tiny").ran == set()
+    (tiny_copy.root / "nspkg").mkdir()
+    (tiny_copy.root / "nspkg" / "tiles.py").write_text("FACTOR = 4\n")
+    schedule.write_text("from nspkg.tiles import FACTOR as F\n" + SCHEDULE)
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode == 1 and "No module named 'nspkg'" in run.output, run

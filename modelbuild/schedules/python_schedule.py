@@ -69,6 +69,19 @@ def _module_files(folder: Path, name: str) -> dict[str, Path]:
     return found
 
 
+
+def _installed(name: str, dirs: list[Path]) -> bool:
+    """Whether ``name`` is a module of Python or of an installed package (found on the
+    import path outside the project's helper folders): never taken for a helper, whose
+    bytes would replace the real module in the process (a json.py beside dodo.py)."""
+    import importlib.machinery
+
+    if name in sys.builtin_module_names or name in getattr(sys, "stdlib_module_names", ()):
+        return True
+    own = {d.resolve() for d in dirs}
+    elsewhere = [entry for entry in sys.path if not _inside(entry, own)]
+    return importlib.machinery.PathFinder.find_spec(name, elsewhere) is not None
+
 def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
     """module name -> (file, its bytes) of every helper module the schedule ``source`` (the
     bytes of ``path``) imports, directly or through another helper: each file read once,
@@ -94,6 +107,8 @@ def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
                     continue
                 files = next((f for f in (_module_files(d, name) for d in helper_dirs(path))
                               if f), {})
+                if files and _installed(name, helper_dirs(path)):
+                    continue  # json.py or numpy.py of the project: Python's own comes first
                 for dotted, file in files.items():
                     try:
                         found[dotted] = (file, file.read_bytes())
@@ -130,16 +145,20 @@ class _HelperFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 @contextlib.contextmanager
 def _helpers_importable(path: Path, source: bytes, helpers: dict[str, tuple[Path, bytes]]):
-    """The schedule's helper modules importable, from their bytes, while its code runs
-    (its helper folders on the import path behind them, as a plain import would find
-    them); tracebacks show the lines read. Helpers are imported afresh each time (not an
-    older copy left in ``sys.modules``)."""
+    """The schedule's helper modules importable, from their bytes, while its code runs, and
+    no other code of the project: the helper folders (the project's root among them, where
+    doit puts dodo.py's folder on the import path) are off the import path meanwhile, so
+    an import is a helper read with the schedule (in its key) or Python's and the installed
+    packages' own, never a project file the key does not cover. Tracebacks show the lines
+    read. Helpers are imported afresh each time (not an older copy left in
+    ``sys.modules``)."""
     for name in helpers:
         sys.modules.pop(name, None)
     finder = _HelperFinder(helpers)
     sys.meta_path.insert(0, finder)
-    added = [str(d) for d in helper_dirs(path) if str(d) not in sys.path]
-    sys.path[:0] = added
+    saved_path = list(sys.path)
+    own = {d.resolve() for d in helper_dirs(path)}
+    sys.path[:] = [e for e in sys.path if not _inside(e, own)]
     lines = {str(f): data for f, data in [(path, source), *helpers.values()]}
     saved = {name: linecache.cache.get(name) for name in lines}
     for name, data in lines.items():
@@ -149,8 +168,7 @@ def _helpers_importable(path: Path, source: bytes, helpers: dict[str, tuple[Path
         yield
     finally:
         sys.meta_path.remove(finder)
-        for entry in added:
-            sys.path.remove(entry)
+        sys.path[:] = saved_path
         for name in helpers:
             sys.modules.pop(name, None)
         for name, entry in saved.items():
@@ -158,6 +176,15 @@ def _helpers_importable(path: Path, source: bytes, helpers: dict[str, tuple[Path
                 linecache.cache.pop(name, None)
             else:
                 linecache.cache[name] = entry
+
+
+def _inside(entry: str, folders: set) -> bool:
+    """Whether the import path entry ``entry`` ("" is the working directory) is one of
+    ``folders``."""
+    try:
+        return Path(entry or ".").resolve() in folders
+    except OSError:
+        return False
 
 
 def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path, bytes]]):
