@@ -92,6 +92,8 @@ def test_a_schedule_cannot_end_the_process_or_escape_its_step(tiny_copy):
     cases = {
         "def schedule(sch):\n    import os; os._exit(0)\n": "called os._exit(0): a schedule cannot end the build",
         "import os\nos._exit(3)\n": "loading the file called os._exit(3)",
+        "import posix\ndef schedule(sch):\n    posix._exit(0)\n": "called os._exit(0): a schedule cannot end the build",
+        "def schedule(sch):\n    import os; os.execv('/bin/true', ['true'])\n": "called os.execv('/bin/true')",
         "def schedule(sch):\n    raise GeneratorExit('stop')\n": "raised at line 2 (`raise GeneratorExit('stop')`): GeneratorExit: stop",
         "class Stop(BaseException):\n    pass\n\ndef schedule(sch):\n    raise Stop()\n": "the schedule function raised at line 5 (`raise Stop()`): Stop",
     }

@@ -38,6 +38,8 @@ def death(exitcode: int) -> str:
         cause = {"SIGKILL": ": killed, perhaps by the system for lack of memory",
                  "SIGSEGV": ": a crash", "SIGABRT": ": a crash"}.get(name, "")
         return f"was ended by {name}{cause}"
+    if exitcode == 0:
+        return "ended (status 0) before its step did"
     return f"exited with status {exitcode}"
 
 
@@ -50,13 +52,25 @@ def message(pid: int, exitcode: int) -> str:
 class WatchedQueue(multiprocessing.queues.Queue):
     """A multiprocessing queue whose blocking ``get``, in the process that made it, raises
     doit's InvalidTask (doit ends the run with it as an error) when a worker process it
-    started since has died. In the workers, a ``get`` is the queue's own."""
+    started since has died. In the workers, a ``get`` is the queue's own.
+
+    doit makes two per run, results then jobs; ``jobs`` is the second, set when it is made.
+    A worker ends normally (status 0) only after taking a ``None`` from the job queue, so
+    more workers ended with status 0 than ``None`` jobs put is a death too (a step that
+    ended its process with status 0)."""
 
     def __init__(self, maxsize: int = 0):
         super().__init__(maxsize, ctx=multiprocessing.get_context())
         self._owner = os.getpid()
         self._earlier = _children()  # not this run's workers
         self._workers: set = set()
+        self.jobs: WatchedQueue | None = None
+        self.stops = 0  # None jobs put: workers told to end
+
+    def put(self, obj, block=True, timeout=None):
+        if obj is None:
+            self.stops += 1
+        super().put(obj, block, timeout)
 
     def get(self, block=True, timeout=None):
         if not block or timeout is not None or os.getpid() != self._owner:
@@ -67,18 +81,38 @@ class WatchedQueue(multiprocessing.queues.Queue):
                 return super().get(timeout=POLL_S)
             except queue.Empty:
                 dead = self._dead()
-                if dead is not None:
-                    from doit.exceptions import InvalidTask
+            if dead is None:
+                continue
+            try:  # what a worker sent just before it ended still counts
+                return super().get(timeout=POLL_S)
+            except queue.Empty:
+                from doit.exceptions import InvalidTask
 
-                    raise InvalidTask(message(*dead)) from None
+                raise InvalidTask(message(*dead)) from None
 
     def _dead(self) -> tuple[int, int] | None:
         self._workers |= _children() - self._earlier
-        for worker in sorted(self._workers, key=lambda p: p.pid or 0):
-            code = worker.exitcode
-            if code not in (None, 0):
-                return worker.pid, code
+        ended = sorted((w for w in self._workers if w.exitcode is not None),
+                       key=lambda w: w.pid or 0)
+        for worker in ended:
+            if worker.exitcode != 0:
+                return worker.pid, worker.exitcode
+        told = self.jobs.stops if self.jobs is not None else len(ended)
+        if len(ended) > told:
+            return ended[-1].pid, 0
         return None
+
+
+def _queues(runner) -> WatchedQueue:
+    """doit's ``self.Queue()``: a WatchedQueue that knows the run's job queue (the one
+    made after it)."""
+    made = WatchedQueue()
+    previous = getattr(runner, "_modelbuild_results", None)
+    if previous is not None and previous.jobs is None:
+        previous.jobs = made
+    else:
+        runner._modelbuild_results = made
+    return made
 
 
 def _children() -> set:
@@ -93,4 +127,4 @@ def watch_workers() -> None:
     file's tasks are made, in doit's own process, before it starts any worker."""
     from doit.runner import MRunner
 
-    MRunner.Queue = staticmethod(WatchedQueue)
+    MRunner.Queue = _queues  # a method: doit calls self.Queue()

@@ -209,30 +209,43 @@ def load(path: Path, workload: str, source: bytes, helpers: dict[str, tuple[Path
 
 
 class _Exit(Exception):
-    """os._exit called by a schedule: refused, as a failure of its step."""
+    """os._exit or os.exec* called by a schedule: refused, as a failure of its step;
+    ``called``: the call, in words."""
 
-    def __init__(self, code):
-        super().__init__(code)
-        self.code = code
+    def __init__(self, called: str):
+        super().__init__(called)
+        self.called = called
+
+
+_EXEC = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
 
 
 @contextlib.contextmanager
 def _contained():
     """What a schedule's code may not do to the build around it: end the process
     (``os._exit`` skips every handler: doit exited with the schedule's status, 0
-    included, the library not linked) or leave another working directory (the build's
-    paths are relative to the project: it is put back)."""
+    included, the library not linked), replace it (``os.exec*``), or leave another working
+    directory (the build's paths are relative to the project: it is put back). Code that
+    ends the process by other means (ctypes, a thread it leaves running) is not stopped:
+    a schedule runs in the build's process, as dodo.py does."""
+    import posix
+
     cwd = os.getcwd()
-    real_exit = os._exit
+    real = {(module, name): getattr(module, name)
+            for module in (os, posix) for name in ("_exit", *_EXEC) if hasattr(module, name)}
 
-    def refused_exit(code=0):
-        raise _Exit(code)
+    def refused(name):
+        def call(*args, **_kwargs):
+            raise _Exit(f"os.{name}({', '.join(map(repr, args[:1]))})")
+        return call
 
-    os._exit = refused_exit
+    for (module, name) in real:
+        setattr(module, name, refused(name))
     try:
         yield
     finally:
-        os._exit = real_exit
+        for (module, name), function in real.items():
+            setattr(module, name, function)
         try:
             moved = os.getcwd() != cwd
         except OSError:  # it went to a folder it then removed
@@ -251,9 +264,9 @@ def _run_user_code(run, what: str, path: Path, workload: str, source: bytes,
     except (KeyboardInterrupt, SyntaxError):
         raise
     except (SystemExit, _Exit) as err:
-        call = "sys.exit" if isinstance(err, SystemExit) else "os._exit"
-        raise BuildError(f"{what} called {call}({err.code!r}): a schedule cannot end the "
-                         "build", file=path, workload=workload, hint=HINT) from None
+        called = err.called if isinstance(err, _Exit) else f"sys.exit({err.code!r})"
+        raise BuildError(f"{what} called {called}: a schedule cannot end the build",
+                         file=path, workload=workload, hint=HINT) from None
     except BaseException as err:  # noqa: BLE001 - GeneratorExit, a BaseException of its own
         raise BuildError(f"{what} raised{_where(err, path)}: {summarize(err)}",
                          file=path, workload=workload, hint=HINT) from None
