@@ -187,8 +187,9 @@ def _listener(greeting: bytes):
     return server.getsockname()[1], stop
 
 
-@pytest.mark.parametrize("greeting", [b"", b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n" * 4],
-                         ids=["silent", "banner"])
+@pytest.mark.parametrize("greeting", [b"", b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n" * 4,
+                                      (64).to_bytes(8, "little") + b"\xff" * 64],
+                         ids=["silent", "banner", "plausible-size-then-garbage"])
 def test_an_executor_address_where_no_dask_scheduler_listens_is_a_clear_error(tiny_copy, greeting):
     """A silent server (an HTTP server waiting for its request) kept the build waiting
     forever; one that talks first was an internal error (MemoryError: its banner read as a
@@ -205,6 +206,10 @@ def test_an_executor_address_where_no_dask_scheduler_listens_is_a_clear_error(ti
         stop()
     assert run.returncode == 1 and "Traceback" not in run.output, run.output
     assert "internal error" not in run.output, run.output
-    assert f"the executor tcp://127.0.0.1:{port} is not a Dask scheduler: it " in run.output, run
-    assert ("said nothing" if not greeting else "it began with b'SSH-2.0") in run.output, run
+    if greeting.startswith(b"SSH") or not greeting:
+        assert f"the executor tcp://127.0.0.1:{port} is not a Dask scheduler: it " in run.output, run
+        assert ("said nothing" if not greeting else "it began with b'SSH-2.0") in run.output, run
+    else:  # past the probe: Dask's own refusal, and no 20 s wait and traceback at exit
+        assert f"cannot connect to the executor tcp://127.0.0.1:{port} (not a Dask" in run.output
+        assert "Exception ignored" not in run.output, run
     assert took < 120, took  # one wait for the whole build, not one per step

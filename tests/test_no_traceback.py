@@ -212,12 +212,24 @@ def test_a_workload_name_is_never_a_path(tiny_copy, args):
                   if "build" not in p.parts) == before
 
 
-@pytest.mark.parametrize("cxx", ["/nonexistent/g++", "'unclosed"])
-def test_a_compiler_that_does_not_exist_is_named(tiny_project, cxx):
-    """It was an internal error (FileNotFoundError) in partition and link."""
+@pytest.mark.parametrize("cxx, said", [
+    ("/nonexistent/g++", "does not exist"),
+    ("'unclosed", "cannot be split into words as a shell would"),
+    ("{root}", "is a directory"),
+    ("{root}/dodo.py", "is not an executable file"),
+    ("CCACHE_DIR=/tmp g++", "starts with a variable assignment"),
+    ("{root}/silent-cc", "says no target for -dumpmachine (status 0, no output)"),
+])
+def test_a_compiler_that_cannot_be_used_is_named_with_why(tiny_project, cxx, said):
+    """Each was an internal error (FileNotFoundError, "Target triple should not be empty")
+    in partition and link, or said "does not exist" of a file that exists."""
+    silent = tiny_project.root / "silent-cc"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    cxx = cxx.format(root=tiny_project.root)
     run = tiny_project.doit("build:tiny", check=False, env={**os.environ, "CXX": cxx})
     assert run.returncode == 1 and "internal error" not in run.output, run.output
-    assert f"the C/C++ compiler {cxx!r} ($CXX) does not exist" in run.output, run.output
+    assert "the C/C++ compiler " in run.output and said in run.output, run.output
 
 
 def test_a_compiler_written_with_a_wrapper_and_flags_builds(tiny_project):

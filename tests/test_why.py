@@ -1,5 +1,5 @@
 """`python -m modelbuild why`: the dry run names what the next build runs, and why;
-the real doit run then does exactly that."""
+the real doit run then does that (what may stop early is said to)."""
 
 import json
 import subprocess
@@ -79,3 +79,32 @@ def test_why_names_a_target_change(tiny_copy):
     assert {"partition:tiny", f"lower:tiny/{workload}", "link:tiny"} <= _predicted(verdicts, "run")
     _assert_doit_agrees(tiny_copy, verdicts, "target=c")
     assert _why(tiny_copy, "--target", "c") == []
+
+
+def test_a_deleted_object_is_restored_and_why_lists_no_link(tiny_copy):
+    """The restored object has the bytes the library was linked from: doit does not relink,
+    and why said it would."""
+    workload = tiny_conv_workload(tiny_copy)
+    (tiny_copy.root / "build" / "tiny" / "objects" / f"{workload}.o").unlink()
+    verdicts = _why(tiny_copy)
+    assert _predicted(verdicts, "restore") == {f"codegen:tiny/{workload}"}
+    assert _predicted(verdicts, "run") == set()
+    _assert_doit_agrees(tiny_copy, verdicts)
+
+
+def test_why_says_what_may_stop_early_and_the_build_stops_there(tiny_copy):
+    """A comment in a Python schedule reruns lower, which makes the same TIR: codegen and
+    link are listed as "may change", and do not run."""
+    workload = tiny_conv_workload(tiny_copy)
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("def schedule(sch):\n    pass\n")
+    tiny_copy.doit("build:tiny")
+    path.write_text("def schedule(sch):\n    pass  # a comment schedules nothing\n")
+    verdicts = _why(tiny_copy)
+    assert _predicted(verdicts, "run") == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}",
+                                           "link:tiny"}
+    for v in verdicts:
+        if not v["task"].startswith("lower:"):
+            assert any("may change" in r for r in v["reasons"]), v
+    assert tiny_copy.doit("build:tiny").ran == {f"lower:tiny/{workload}"}

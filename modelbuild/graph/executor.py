@@ -124,6 +124,25 @@ def not_dask(address: str, timeout: float) -> str | None:
         return f"it answers in another protocol (it began with {data!r})"
     return None
 
+
+def _abandon_clients(tb) -> None:
+    """Mark a Client whose making failed (found among the failed call's frames) closed, and
+    stop its loop: else, freed at exit, it tries to close its connection for 20 s and
+    prints a traceback ("Exception ignored in Client.__del__")."""
+    try:
+        from distributed import Client
+    except ImportError:
+        return
+    while tb is not None:
+        client = tb.tb_frame.f_locals.get("self")
+        if isinstance(client, Client):
+            try:
+                client.status = "closed"
+                client._loop_runner.stop()
+            except Exception:  # noqa: BLE001 - a half-made client: nothing more to do
+                pass
+        tb = tb.tb_next
+
 @dataclass
 class Executor:
     """A Dask scheduler's address and, per process, a client of it (doit's `-n N` forks
@@ -178,6 +197,7 @@ class Executor:
                 made.append(Client(self.address, timeout=CONNECT_TIMEOUT, set_as_default=False,
                                    security=security))
             except BaseException as err:  # noqa: BLE001 - said in words below
+                _abandon_clients(err.__traceback__)
                 made.append(err)
 
         thread = threading.Thread(target=connect, name="modelbuild-executor-connect",

@@ -72,6 +72,16 @@ def _write(library: Path, stamp: dict) -> None:
     atomic.write_text(fingerprint.stamp_path(library), json.dumps(stamp, sort_keys=True, indent=1))
 
 
+
+def linked_digests(library: Path) -> dict:
+    """{input path: sha256} of what the library was last linked from, as its stamp records
+    it ({} without one)."""
+    linked_from = (fingerprint.read_stamp(library) or {}).get("linked_from")
+    if not isinstance(linked_from, dict):
+        return {}
+    return {path: entry[1] for path, entry in linked_from.items()
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)}
+
 def problems(library: Path, inputs: list[Path], refresh: bool = False,
              will_be: dict | None = None) -> list[str]:
     """Why the library is not the one its last link made from ``inputs`` as they are now

@@ -92,21 +92,26 @@ def _partition(ctx: Context, model: str) -> _Partition:
     return _Partition(part, man, part.action != CURRENT and outputs_known, recorded)
 
 
-def _workload(ctx: Context, model: str, workload: str, part: _Partition) -> list[Verdict]:
-    """The verdicts of one workload's lower and codegen (none when both are current)."""
+def _workload(ctx: Context, model: str, workload: str, part: _Partition,
+              linked: dict) -> tuple[list[Verdict], bool]:
+    """The verdicts of one workload's lower and codegen (none when both are current), and
+    whether its object may then differ from the one the library was linked from
+    (``linked``: {object path: sha256} from the library's stamp)."""
     lower_task, codegen_task = f"lower:{model}/{workload}", f"codegen:{model}/{workload}"
     lowered = lower_step(ctx, model, workload, part.recorded if part.repairs_only else None)
     low = lowered.decide(explain=True)
     if low.inputs is None:
-        return [Verdict.of(lower_task, low)]
+        return [Verdict.of(lower_task, low)], True
     if low.action == RUN:  # codegen's input is not known before lower ran: a prediction
         old = (fingerprint.read_stamp(codegen_step(ctx, model, workload).output)
                or {}).get("inputs", {})
         return [Verdict.of(lower_task, low),
-                Verdict(codegen_task, RUN, [f"upstream output changed ({lower_task} will run)",
+                Verdict(codegen_task, RUN, [f"upstream output may change ({lower_task} will "
+                                            "run; if it makes the same TIR again, the rebuild "
+                                            "stops there)",
                                             *config_changes(old.get("config"),
                                                             ctx.config_for("codegen"),
-                                                            "codegen")])]
+                                                            "codegen")])], True
     verdicts = []
     if low.action == CURRENT:
         compiled = codegen_step(ctx, model, workload, file_digest(lowered.output))
@@ -115,7 +120,11 @@ def _workload(ctx: Context, model: str, workload: str, part: _Partition) -> list
         compiled = codegen_step(ctx, model, workload, bytes_digest(low.payload),
                                 f"{lower_task} restored from the cache")
     cg = compiled.decide(explain=True)
-    return verdicts if cg.action == CURRENT else [*verdicts, Verdict.of(codegen_task, cg)]
+    if cg.action == CURRENT:
+        return verdicts, False
+    same = (cg.action == RESTORE and cg.payload is not None
+            and linked.get(str(compiled.output)) == bytes_digest(cg.payload))
+    return [*verdicts, Verdict.of(codegen_task, cg)], not same
 
 
 def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Verdict | None:
@@ -123,7 +132,8 @@ def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Ve
     layout = ctx.project.model(model)
     reasons = []
     if objects_change:
-        reasons.append(f"upstream output changed ({objects_change} object(s) will change)")
+        reasons.append(f"upstream output may change ({objects_change} object(s) will be made "
+                       "or restored; the same bytes again stop the rebuild there)")
     if part.decision.action == RUN and not part.repairs_only:
         reasons.append(f"upstream partition:{model} will run (the graph may change)")
     if part.decision.action == RESTORE and link_check.relinks_after_restore(
@@ -170,9 +180,10 @@ def explain(root: Path, model: str, target_name: str | None = None,
         return [*verdicts, Verdict(f"(every workload of {model})", RUN,
                                    ["the workloads are known once partition has run"])]
     objects_change = 0
+    linked = link_check.linked_digests(ctx.project.model(model).library)
     for w in part.manifest.workloads:
-        found = _workload(ctx, model, w.name, part)
-        objects_change += any(v.task.startswith("codegen:") for v in found)
+        found, changes = _workload(ctx, model, w.name, part, linked)
+        objects_change += changes and any(v.task.startswith("codegen:") for v in found)
         verdicts += found
     link = _link(ctx, model, part, objects_change)
     return verdicts + ([link] if link is not None else [])

@@ -225,12 +225,15 @@ def _contained():
     """What a schedule's code may not do to the build around it: end the process
     (``os._exit`` skips every handler: doit exited with the schedule's status, 0
     included, the library not linked), replace it (``os.exec*``), or leave another working
-    directory (the build's paths are relative to the project: it is put back). Code that
+    directory or umask (the build's paths are relative to the project; its files are made
+    with the user's umask): both are put back. Code that
     ends the process by other means (ctypes, a thread it leaves running) is not stopped:
     a schedule runs in the build's process, as dodo.py does."""
     import posix
 
     cwd = os.getcwd()
+    umask = os.umask(0o022)
+    os.umask(umask)
     real = {(module, name): getattr(module, name)
             for module in (os, posix) for name in ("_exit", *_EXEC) if hasattr(module, name)}
 
@@ -246,6 +249,7 @@ def _contained():
     finally:
         for (module, name), function in real.items():
             setattr(module, name, function)
+        os.umask(umask)
         try:
             moved = os.getcwd() != cwd
         except OSError:  # it went to a folder it then removed

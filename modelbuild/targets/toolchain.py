@@ -28,10 +28,12 @@ def command() -> list[str]:
             continue
         try:
             words = shlex.split(value)
-        except ValueError:
-            words = []
+        except ValueError as err:  # an unbalanced quote
+            raise BuildError(f"the C/C++ compiler {value!r} (${name}) cannot be split into "
+                             f"words as a shell would: {err}",
+                             hint=f"set {name} to an installed compiler, or unset it") from None
         if not words or shutil.which(words[0]) is None:
-            raise BuildError(f"the C/C++ compiler {value!r} (${name}) does not exist",
+            raise BuildError(f"the C/C++ compiler {value!r} (${name}) {_why_not(words)}",
                              hint=f"set {name} to an installed compiler, or unset it")
         return words
     for name in _CANDIDATES:
@@ -41,6 +43,22 @@ def command() -> list[str]:
     raise BuildError("no C/C++ compiler found to link the library",
                      hint="install g++ (e.g. apt-get install g++) or set CXX")
 
+
+
+def _why_not(words: list[str]) -> str:
+    """Why the first of ``words`` is no program to run, in words."""
+    if not words:
+        return "is empty"
+    first = words[0]
+    if "=" in first and "/" not in first.split("=", 1)[0]:
+        return ("starts with a variable assignment, which only a shell understands: set "
+                f"{first.split('=', 1)[0]} in the environment instead")
+    path = Path(first) if os.sep in first else None
+    if path is not None and path.is_dir():
+        return "is a directory"
+    if path is not None and path.exists():
+        return "is not an executable file"
+    return "does not exist"
 
 def compiler() -> str:
     """The compiler's program (``command()``'s first word)."""
@@ -88,13 +106,21 @@ def run(cmd: list[str], what: str) -> None:
 def target_triple() -> str | None:
     """What the compiler says it builds for (``-dumpmachine``), as export_library asks it
     (TVM asks $CXX as it was when TVM was imported, whole: "g++ -O2" was no program)."""
-    proc = subprocess.run([*command(), "-dumpmachine"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
-    return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
+    cmd = command()
+    proc = subprocess.run([*cmd, "-dumpmachine"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    triple = proc.stdout.decode("utf-8", errors="replace").strip()
+    if proc.returncode != 0 or not triple:
+        raise BuildError(f"the C/C++ compiler {' '.join(cmd)} says no target for -dumpmachine "
+                         f"(status {proc.returncode}{', no output' if not triple else ''})",
+                         hint="set CXX (or CC) to a gcc or clang")
+    return triple
 
 def compile_object(source: Path, out: Path, options: list[str], what: str) -> None:
     """``what`` names the thing compiled for the error message (not the temporary file)."""
     run([*command(), "-c", "-fPIC", "-o", str(out), str(source), *options], f"compiling {what}")
+    if not out.is_file():
+        raise BuildError(f"compiling {what} wrote no object file ({out.name})",
+                         hint="set CXX (or CC) to a compiler that writes -o's file")
 
 
 def link_shared(out: Path, objects: list[Path], what: str) -> None:
