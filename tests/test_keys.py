@@ -278,3 +278,8 @@ def test_a_schedule_imports_its_helpers_and_installed_modules_and_no_other_proje
     schedule.write_text("from nspkg.tiles import FACTOR as F\n" + SCHEDULE)
     run = tiny_copy.doit("build:tiny", check=False)
     assert run.returncode == 1 and "No module named 'nspkg'" in run.output, run
+    assert "imports its helpers by their own names" in run.output, run
+    # a helper by its package path through schedules/ (a namespace package of the root)
+    schedule.write_text("from schedules.tiny._tiling import FACTOR as F\n" + SCHEDULE)
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode == 1 and "No module named 'schedules" in run.output, run

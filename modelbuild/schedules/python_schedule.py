@@ -272,8 +272,12 @@ def _run_user_code(run, what: str, path: Path, workload: str, source: bytes,
         raise BuildError(f"{what} called {called}: a schedule cannot end the build",
                          file=path, workload=workload, hint=HINT) from None
     except BaseException as err:  # noqa: BLE001 - GeneratorExit, a BaseException of its own
+        hint = HINT if not isinstance(err, ModuleNotFoundError) else (
+            "a schedule imports its helpers by their own names (`from _opt import F` for "
+            "schedules/<model>/_opt.py; `import h` for schedules/h.py or h.py beside dodo.py, "
+            "or a package there), Python's and installed modules: no other project code")
         raise BuildError(f"{what} raised{_where(err, path)}: {summarize(err)}",
-                         file=path, workload=workload, hint=HINT) from None
+                         file=path, workload=workload, hint=hint) from None
 
 
 def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
