@@ -124,16 +124,21 @@ def test_inputs_may_declare_a_zero_sized_dimension(tmp_path):
     assert_close(run_library(other.library("sym"), [y]), onnx_output(other.root, "sym", [y]))
 
 
+def _declared(tmp_path, shape: str):
+    """The tiny model as models/net.onnx, declared in models/tiny.toml with x = ``shape``."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    (project.root / "models" / "tiny.onnx").rename(project.root / "models" / "net.onnx")
+    (project.root / "models" / "tiny.toml").write_text(f'onnx = "net.onnx"\n[inputs]\nx = {shape}\n')
+    return project
+
+
 @pytest.mark.parametrize("shape, needle", [
     ("[1, 3, 0, 16]", "Invalid conv parameters"),       # a convolution over 0 rows
     ("[1, 3, 100000, 100000]", "exceeds range of int32"),  # tensors past int32's indices
 ])
 def test_declared_shapes_tvm_refuses_are_the_declaration_s_error(tmp_path, shape, needle):
     """They were internal errors ("a modelbuild bug"), from LegalizeOps and the graph's build."""
-    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    (project.root / "models" / "tiny.onnx").rename(project.root / "models" / "net.onnx")
-    (project.root / "models" / "tiny.toml").write_text(f'onnx = "net.onnx"\n[inputs]\nx = {shape}\n')
-    run = project.doit("build:tiny", check=False)
+    run = _declared(tmp_path, shape).doit("build:tiny", check=False)
     assert run.returncode != 0 and "internal error" not in run.output, run.output
     assert (f"models/tiny.toml: TVM cannot build the model with the shapes in [inputs] "
             f"(x = {shape})") in run.output and needle in run.output
@@ -178,10 +183,7 @@ def test_an_assertion_in_partition_names_the_task_and_the_place(tiny_project, tm
 @pytest.mark.parametrize("shape", ["[1, 3, 16]", "[1, 3, 16, 16, 1]", "[]"])
 def test_a_declared_shape_of_another_rank_is_the_declaration_s_error(tmp_path, shape):
     """It was TVM's import error, blamed on the ONNX file with a hint about onnx.checker."""
-    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    (project.root / "models" / "tiny.onnx").rename(project.root / "models" / "net.onnx")
-    (project.root / "models" / "tiny.toml").write_text(f'onnx = "net.onnx"\n[inputs]\nx = {shape}\n')
-    run = project.doit("build:tiny", check=False)
+    run = _declared(tmp_path, shape).doit("build:tiny", check=False)
     assert run.returncode != 0 and "Traceback" not in run.output, run.output
     n = len(eval(shape))  # noqa: S307 - the test's own literal
     assert (f"models/tiny.toml: [inputs] x = {shape} has {n} dimension") in run.output, run.output

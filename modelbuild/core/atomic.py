@@ -42,7 +42,8 @@ def sweep(paths, keep) -> None:
             path.unlink(missing_ok=True)
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process's umask (reading it means setting it: it is set back at once)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -53,7 +54,7 @@ def commit(tmp: Path, path: Path, executable: bool = False) -> None:
 
     (mkstemp makes files private; a build output should be like any file the user makes.)
     """
-    os.chmod(tmp, (0o777 if executable else 0o666) & ~_umask())
+    os.chmod(tmp, (0o777 if executable else 0o666) & ~current_umask())
     os.replace(tmp, path)
 
 

@@ -15,9 +15,9 @@ builds it again.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import multiprocessing.process
 import multiprocessing.queues
+import os
 import queue
 import signal
 
@@ -76,7 +76,6 @@ class WatchedQueue(multiprocessing.queues.Queue):
         if not block or timeout is not None or os.getpid() != self._owner:
             return super().get(block, timeout)
         while True:
-            self._workers |= _children() - self._earlier
             try:
                 return super().get(timeout=POLL_S)
             except queue.Empty:

@@ -99,7 +99,6 @@ def _checked_tls(address: str, files: TlsFiles | None) -> TlsFiles | None:
     return files
 
 
-
 def not_dask(address: str, timeout: float) -> str | None:
     """Why the server at a tcp:// ``address`` is not a Dask scheduler, or None when it
     starts Dask's handshake (a scheduler sends its own first, a small framed message: the
@@ -142,6 +141,7 @@ def _abandon_clients(tb) -> None:
             except Exception:  # noqa: BLE001 - a half-made client: nothing more to do
                 pass
         tb = tb.tb_next
+
 
 @dataclass
 class Executor:

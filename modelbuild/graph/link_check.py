@@ -72,15 +72,20 @@ def _write(library: Path, stamp: dict) -> None:
     atomic.write_text(fingerprint.stamp_path(library), json.dumps(stamp, sort_keys=True, indent=1))
 
 
-
 def linked_digests(library: Path) -> dict:
     """{input path: sha256} of what the library was last linked from, as its stamp records
     it ({} without one)."""
     linked_from = (fingerprint.read_stamp(library) or {}).get("linked_from")
     if not isinstance(linked_from, dict):
         return {}
-    return {path: entry[1] for path, entry in linked_from.items()
-            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)}
+    return {path: _digest(entry) for path, entry in linked_from.items() if _digest(entry)}
+
+
+def _digest(entry) -> str | None:
+    """The sha256 of a ``linked_from`` entry ([signature, sha256]), None if it is not one."""
+    ok = isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)
+    return entry[1] if ok else None
+
 
 def problems(library: Path, inputs: list[Path], refresh: bool = False,
              will_be: dict | None = None) -> list[str]:
@@ -121,7 +126,7 @@ def _inputs_problem(inputs: list[Path], linked_from: dict, checked: dict,
         return "the link's inputs are not those it was linked from (workloads came or went)"
     for path in inputs:
         recorded = linked_from[str(path)]
-        if not (isinstance(recorded, list) and len(recorded) == 2 and isinstance(recorded[1], str)):
+        if _digest(recorded) is None:
             return f"no digest of the link's input {path} in the library's stamp"
         if str(path) in will_be:
             if will_be[str(path)] != recorded[1]:

@@ -30,6 +30,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from ..core.atomic import current_umask
 from ..core.errors import BuildError, summarize
 
 HINT = "fix the schedule function, or delete the file to use the target's default schedule"
@@ -69,18 +70,18 @@ def _module_files(folder: Path, name: str) -> dict[str, Path]:
     return found
 
 
-
-def _installed(name: str, dirs: list[Path]) -> bool:
+def _installed(name: str, own: set) -> bool:
     """Whether ``name`` is a module of Python or of an installed package (found on the
-    import path outside the project's helper folders): never taken for a helper, whose
-    bytes would replace the real module in the process (a json.py beside dodo.py)."""
+    import path outside the project's helper folders ``own``, resolved): never taken for a
+    helper, whose bytes would replace the real module in the process (a json.py beside
+    dodo.py)."""
     import importlib.machinery
 
     if name in sys.builtin_module_names or name in getattr(sys, "stdlib_module_names", ()):
         return True
-    own = {d.resolve() for d in dirs}
     elsewhere = [entry for entry in sys.path if not _inside(entry, own)]
     return importlib.machinery.PathFinder.find_spec(name, elsewhere) is not None
+
 
 def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
     """module name -> (file, its bytes) of every helper module the schedule ``source`` (the
@@ -88,6 +89,8 @@ def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
     found from the source (nothing is imported). A helper package counts whole: every
     module under it."""
     found: dict[str, tuple[Path, bytes]] = {}
+    dirs = helper_dirs(path)
+    own = {d.resolve() for d in dirs}
     todo = [(path, source)]
     while todo:
         current, data = todo.pop()
@@ -105,9 +108,8 @@ def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
             for name in names:
                 if name in found:
                     continue
-                files = next((f for f in (_module_files(d, name) for d in helper_dirs(path))
-                              if f), {})
-                if files and _installed(name, helper_dirs(path)):
+                files = next((f for f in (_module_files(d, name) for d in dirs) if f), {})
+                if files and _installed(name, own):
                     continue  # json.py or numpy.py of the project: Python's own comes first
                 for dotted, file in files.items():
                     try:
@@ -226,14 +228,13 @@ def _contained():
     (``os._exit`` skips every handler: doit exited with the schedule's status, 0
     included, the library not linked), replace it (``os.exec*``), or leave another working
     directory or umask (the build's paths are relative to the project; its files are made
-    with the user's umask): both are put back. Code that
-    ends the process by other means (ctypes, a thread it leaves running) is not stopped:
-    a schedule runs in the build's process, as dodo.py does."""
+    with the user's umask): both are put back. Code that ends the process by other means
+    (ctypes, a thread it leaves running) is not stopped: a schedule runs in the build's
+    process, as dodo.py does."""
     import posix
 
     cwd = os.getcwd()
-    umask = os.umask(0o022)
-    os.umask(umask)
+    umask = current_umask()
     real = {(module, name): getattr(module, name)
             for module in (os, posix) for name in ("_exit", *_EXEC) if hasattr(module, name)}
 
