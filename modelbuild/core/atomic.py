@@ -63,6 +63,11 @@ def write_bytes(path: Path, data: bytes) -> None:
     try:
         tmp.write_bytes(data)
         commit(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.filename is None:  # a failed write names no file: name the one meant
+            raise OSError(err.errno, err.strerror, str(path)) from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -4,6 +4,7 @@ No traceback reaches the user unless MODELBUILD_TRACEBACK=1 asks for it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import traceback
 
@@ -24,6 +25,27 @@ def internal_error(err: BaseException, where: str) -> str:
         return text + "\n" + "".join(traceback.format_exception(err))
     return text + (f"\n  hint: this is a modelbuild bug or an unexpected TVM failure; rerun with "
                    f"{TRACEBACK_ENV}=1 for the traceback, and report it")
+
+
+# A file system that refuses a write: the machine's state, not a bug, and each says what to do.
+_MACHINE_ERRORS = {
+    errno.ENOSPC: "free space on that disk",
+    errno.EDQUOT: "free space within your disk quota",
+    errno.EROFS: "build on a writable disk",
+    errno.EACCES: "make the file and its folder writable by you (or run as their owner)",
+    errno.EPERM: "make the file and its folder writable by you (or run as their owner)",
+}
+
+
+def machine_error(err: OSError, where: str) -> str:
+    """What to print for a file the system refused to write or open (a full disk, a
+    read-only or foreign folder): the system's reason, the file, what to do."""
+    task = where.split(" (", 1)[0]
+    path = f": {err.filename}" if err.filename else ""
+    return (f"error: {task}: {err.strerror or os.strerror(err.errno)}{path}\n"
+            f"  hint: {_MACHINE_ERRORS[err.errno]}, then rerun the same command: the steps "
+            "that finished are kept (the build's files are in <project>/build; the cache, "
+            "$MODELBUILD_CACHE or [tool.modelbuild] cache-dir, may live on another disk)")
 
 
 def _location(err: BaseException) -> str:
@@ -61,6 +83,8 @@ def step(fn, *args):
                 raise KeyboardInterrupt from None
             if isinstance(err, BuildError):
                 return TaskFailed(str(err))
+            if isinstance(err, OSError) and err.errno in _MACHINE_ERRORS:
+                return TaskFailed(machine_error(err, _where(fn, args)))
             return TaskFailed(internal_error(err, _where(fn, args)))
     return None
 

@@ -53,3 +53,54 @@ def set_aside_if_damaged(db: Path, stderr=sys.stderr) -> Path | None:
     stderr.write(f"warning: {db.parent.name}/{db.name} is damaged ({why}); set aside as {aside.name}, and doit "
                  "starts a new one (a few steps may run again)\n")
     return aside
+
+
+def save_quietly() -> None:
+    """doit writes its state file as a run goes (a failed task's entry is deleted) and when
+    it ends; on a full disk or a read-only build/ that raises, and doit prints a traceback
+    (exit 3, no summary). A state file that missed a write may call a failed step up to
+    date, so it is removed instead, with one warning: the next run checks every step
+    against its own stamps (what was built is kept), and the run ends as its steps decided."""
+    from doit.dependency import SqliteDB
+
+    if getattr(SqliteDB.dump, "modelbuild_quiet", False):
+        return
+    original_dump, original_remove = SqliteDB.dump, SqliteDB.remove
+
+    def remove(self, task_id):
+        try:
+            original_remove(self, task_id)
+        except sqlite3.Error as err:
+            self._modelbuild_unsaved = err
+
+    def dump(self):
+        err = getattr(self, "_modelbuild_unsaved", None)
+        if err is None:
+            try:
+                original_dump(self)
+                return
+            except sqlite3.Error as failed:
+                err = failed
+        _discard(self, err)
+
+    dump.modelbuild_quiet = True
+    SqliteDB.dump, SqliteDB.remove = dump, remove
+
+
+def _discard(db, err: Exception) -> None:
+    """Close doit's connection without saving and remove its file (deleting needs no room)."""
+    try:
+        db._conn.close()  # uncommitted work is rolled back
+    except sqlite3.Error:
+        pass
+    db._dirty = set()
+    path = Path(db.name)
+    for stale in (path, path.with_name(path.name + "-journal")):
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError:
+            pass
+    sys.stderr.write(f"warning: doit could not save what it knows of this run in "
+                     f"{path.parent.name}/{path.name} ({err}); the file is removed, and the "
+                     "next run checks every step against its own stamps (what was built is "
+                     "kept)\n")

@@ -33,7 +33,7 @@ from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
 from ..schedules.active import located
 from ..steps import codegen, link, partition
-from . import bench_task, doit_workers, fingerprint, interrupts, link_check, model_errors
+from . import bench_task, doit_state, doit_workers, fingerprint, interrupts, link_check, model_errors
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
@@ -246,6 +246,7 @@ class BuildGraph:
         self.requested = list(requested)
         interrupts.quiet_exit()  # from here on, a Ctrl-C is one line, not doit's traceback
         doit_workers.watch_workers()  # doit -n N: a worker that dies stops the build
+        doit_state.save_quietly()  # doit's state unsaved (a full disk): a warning
 
     @functools.cached_property
     def context(self) -> Context:

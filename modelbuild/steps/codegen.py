@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core import atomic
+from ..core import atomic, free_space
 from ..core.errors import BuildError, summarize
 from ..core.workloads import load_json
 from ..targets.registry import TargetSpec
@@ -42,6 +42,8 @@ def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: st
                  "rerun with MODELBUILD_TRACEBACK=1 and report it") from None
     tmp = atomic.temp_path_for(out_file, suffix=target_spec.artifact_suffix)
     try:
+        # LLVM ends the process when it cannot write an object: check for room first.
+        free_space.require(out_file.parent, 0, f"the object of workload {name}")
         target_spec.emit(lib, tmp, name, target_spec)
         atomic.commit(tmp, out_file)
     finally:

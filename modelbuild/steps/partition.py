@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..core import atomic, manifest
+from ..core import atomic, free_space, manifest
 from ..core.digest import file_digest
 from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
@@ -296,12 +296,36 @@ def build_graph(fused, workload_names, target, out_dir: Path, fpack_imports=None
     # a link running meanwhile (or another doit process partitioning the same
     # model, which makes the same bytes) never sees a half-written object.
     out_dir.mkdir(parents=True, exist_ok=True)
+    free_space.require(out_dir.parent, constant_bytes(fused), "the graph's objects (its weights)",
+                       margin=4 * 1024 * 1024)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=".graph-") as private:
         names = _capture_objects(executable, Path(private), fpack_imports)
         for name in names:
             atomic.commit(Path(private) / name, out_dir / name)
     atomic.sweep(out_dir.iterdir(), lambda p: p.name in names)
     return names
+
+
+def constant_bytes(mod) -> int:
+    """The size of the tensors the graph's functions hold (its weights): about what the
+    graph's object, which LLVM writes, takes on disk (at most: equal tensors are kept once)."""
+    import math
+
+    import tvm
+    from tvm import relax
+
+    total = 0
+
+    def visit(expr):
+        nonlocal total
+        if isinstance(expr, tvm.ir.expr.Constant) and isinstance(expr.value, tvm.runtime.Tensor):
+            tensor = expr.value
+            total += math.prod(tensor.shape) * tvm.runtime.DataType(str(tensor.dtype)).bits // 8
+
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return total
 
 
 def calls_of(fused) -> dict[str, int]:
