@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import Project, assert_close, make_project, model_inputs, run_library
+from conftest import (Project, assert_close, cli, make_project, model_inputs, run_library,
+                      tiny_conv_workload)
 from onnx_models import tiny_model
 
 NOT_SHOWN = ("Traceback", "internal error", "LLVM ERROR")
@@ -120,3 +121,21 @@ def test_no_room_for_an_object_is_a_failed_codegen_not_an_llvm_abort(small_disk,
     again = project.doit("build:tiny")
     assert again.ran_kind("codegen") and "link:tiny" in again.ran, again
     assert_clean_build(project, tiny_built)
+
+
+def test_commands_on_a_full_disk_say_so_and_leave_the_records_alone(small_disk):
+    project = make_project(small_disk / "p", {"tiny": tiny_model()})
+    project.doit("build:tiny")
+    workload = tiny_conv_workload(project)
+    cli(project, "sample", "tiny", workload, "--count", "2")
+    fill(small_disk)
+
+    chose = cli(project, "select", "tiny", workload, "1", check=False)
+    assert chose.returncode == 1, chose.stderr
+    assert "No space left on device" in chose.stderr and "internal error" not in chose.stderr
+    assert not project.record("tiny", workload).exists()  # no half-written active record
+
+    tuned = cli(project, "tune", "tiny", "--total-trials", "2", check=False)
+    assert tuned.returncode == 1, tuned.stderr
+    # TVM's database writer would leave a truncated line and say nothing
+    assert "no room to write the tuning database" in tuned.stderr, tuned.stderr

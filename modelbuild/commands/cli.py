@@ -15,7 +15,7 @@ import sys
 from rich.markup import escape
 
 from ..core.errors import BuildError
-from ..graph.actions import internal_error
+from ..graph.actions import internal_error, is_machine_error, machine_error
 from . import options
 from .output import errors
 
@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         errors.print("interrupted")
         return 130
     except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
+        if is_machine_error(err):  # a full disk, a read-only folder: not a bug
+            errors.print(f"[red]{escape(machine_error(err, where, step=False))}[/red]")
+            return 1
         errors.print(f"[red]{escape(internal_error(err, where))}[/red]")
         return 2
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from ..core import requires
+from ..core import free_space, requires
 from ..core.errors import BuildError
 from ..measure import latency
 from ..schedules import rpc
@@ -229,6 +229,9 @@ def run(args) -> int:
     work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
     budget = _budget(args, work_dir, chosen)
     total, _, already = budget
+    # TVM's database writer leaves a truncated line, unsaid, when the disk fills up
+    msdb.make_out_dir(work_dir)
+    free_space.require(work_dir, 0, "the tuning database")
     skipped = len(funcs) - len(chosen)
     out.print(f"tuning {len(chosen)} workload(s) of {args.model} for {choice}"
               + (f" (the {skipped} others, element-wise, unused or under 1% of the time, keep "

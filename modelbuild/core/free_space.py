@@ -36,8 +36,8 @@ def require(folder: Path, need: int, what: str, margin: int = MARGIN) -> None:
     raise BuildError(
         f"no room to write {what}: {_mb(free)} free on the disk of {folder}, "
         f"{_mb(need + margin)} needed (with a margin)",
-        hint="free space on that disk and rerun the same command: the steps that finished "
-             "are kept (the build folder is <project>/build; the cache, $MODELBUILD_CACHE or "
+        hint="free space on that disk and rerun the same command: what finished is kept "
+             "(the build folder is <project>/build; the cache, $MODELBUILD_CACHE or "
              "[tool.modelbuild] cache-dir, may live on another disk)")
 
 

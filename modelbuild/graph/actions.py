@@ -37,15 +37,21 @@ _MACHINE_ERRORS = {
 }
 
 
-def machine_error(err: OSError, where: str) -> str:
+def is_machine_error(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in _MACHINE_ERRORS
+
+
+def machine_error(err: OSError, where: str, step: bool = True) -> str:
     """What to print for a file the system refused to write or open (a full disk, a
-    read-only or foreign folder): the system's reason, the file, what to do."""
+    read-only or foreign folder): the system's reason, the file, what to do. ``step``: a
+    build step's (what finished before it is kept)."""
     task = where.split(" (", 1)[0]
     path = f": {err.filename}" if err.filename else ""
+    kept = ": the steps that finished are kept" if step else ""
     return (f"error: {task}: {err.strerror or os.strerror(err.errno)}{path}\n"
-            f"  hint: {_MACHINE_ERRORS[err.errno]}, then rerun the same command: the steps "
-            "that finished are kept (the build's files are in <project>/build; the cache, "
-            "$MODELBUILD_CACHE or [tool.modelbuild] cache-dir, may live on another disk)")
+            f"  hint: {_MACHINE_ERRORS[err.errno]}, then rerun the same command{kept} (the "
+            "build's files are in <project>/build; the cache, $MODELBUILD_CACHE or "
+            "[tool.modelbuild] cache-dir, may live on another disk)")
 
 
 def _location(err: BaseException) -> str:
@@ -83,7 +89,7 @@ def step(fn, *args):
                 raise KeyboardInterrupt from None
             if isinstance(err, BuildError):
                 return TaskFailed(str(err))
-            if isinstance(err, OSError) and err.errno in _MACHINE_ERRORS:
+            if is_machine_error(err):
                 return TaskFailed(machine_error(err, _where(fn, args)))
             return TaskFailed(internal_error(err, _where(fn, args)))
     return None
