@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_project, tiny_conv_workload
+from conftest import (assert_close, cli, make_project, model_inputs, patched_env,
+                      run_library, tiny_conv_workload)
 from onnx_models import tiny_model
 
 from modelbuild.core.layout import Project as Layout
@@ -204,3 +205,70 @@ def test_a_python_schedule_runs_from_the_bytes_read_locally_and_on_a_worker(tiny
     shipped = pickle.loads(pickle.dumps(record))
     args = {"workload": tir, "record": shipped, "target": spec, "name": workload}
     assert worker.run_step("lower", worker.identity("lower", spec.sources), args) == built
+
+
+# -- partition's inputs: the model's files and its declaration ---------------------------
+
+def test_an_onnx_edit_and_its_undo_during_partition_build_the_bytes_keyed(tiny_built, tmp_path):
+    """The edit lands after partition's key was taken and is undone before its check: the
+    library (and the cache entry) must be the keyed model's, not the edit's."""
+    import onnx
+
+    project = make_project(tmp_path / "p", {"tiny": tiny_model(seed=0)})
+    model, edit, kept = (project.root / "models" / "tiny.onnx", tmp_path / "B.onnx",
+                         tmp_path / "A.onnx")
+    onnx.save(tiny_model(seed=1), str(edit))
+    env = patched_env(tmp_path / "site", f"""
+import shutil
+from modelbuild.steps import partition
+_import = partition.import_model_traced
+def import_model_traced(*args, **kwargs):  # an edit just before the import, undone after
+    shutil.copyfile({str(model)!r}, {str(kept)!r})
+    shutil.copyfile({str(edit)!r}, {str(model)!r})
+    try:
+        return _import(*args, **kwargs)
+    finally:
+        shutil.copyfile({str(kept)!r}, {str(model)!r})
+partition.import_model_traced = import_model_traced
+""")
+    project.doit("build:tiny", env=env)
+    inputs = model_inputs(tiny_built.root, "tiny")
+    clean = run_library(tiny_built.library("tiny"), inputs)
+    assert_close(run_library(project.library("tiny"), inputs), clean, rel=0)
+    # nor was the edit's graph filed under the model's key: a build from the cache alone
+    shutil.rmtree(project.root / "build" / "tiny")
+    again = project.doit("build:tiny")
+    assert "partition:tiny" in again.from_cache, again
+    assert_close(run_library(project.library("tiny"), inputs), clean, rel=0)
+
+
+def test_a_declaration_edited_after_doit_read_it_is_built_by_the_next_run(tmp_path):
+    """doit parses models/<m>.toml when it loads the tasks; an edit saved before partition
+    hashes the file was built with the shapes parsed before it, and stamped with the edit's
+    digest: every later build called it current. Now the next build partitions again."""
+    import onnx
+
+    declared = 'onnx = "tiny.onnx"\n[inputs]\nx = [1, 3, {0}, {0}]\n'
+    project = make_project(tmp_path / "p", {"tiny": declared.format(16)})
+    onnx.save(tiny_model(), str(project.root / "models" / "tiny.onnx"))
+    toml, done = project.root / "models" / "tiny.toml", tmp_path / "edited"
+    env = patched_env(tmp_path / "site", f"""
+from pathlib import Path
+from modelbuild.graph import step_builders
+_inputs = step_builders.partition_inputs_of
+def partition_inputs_of(*args, **kwargs):  # the user saves 24x24 once doit has parsed 16x16
+    if not Path({str(done)!r}).exists():
+        Path({str(done)!r}).touch()
+        Path({str(toml)!r}).write_text({declared.format(24)!r})
+    return _inputs(*args, **kwargs)
+step_builders.partition_inputs_of = partition_inputs_of
+""")
+    project.doit("build:tiny", env=env)
+    assert done.exists()
+
+    why = cli(project, "why", "tiny")
+    assert "partition:tiny" in why.stdout and "edited while it ran" in why.stdout, why.stdout
+    again = project.doit("build:tiny")
+    assert "partition:tiny" in again.ran, again
+    assert model_inputs(project.root, "tiny")[0].shape == (1, 3, 24, 24)
+    assert project.doit("build:tiny").ran == set()

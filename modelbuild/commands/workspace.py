@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import manifest as manifest_mod
+from ..core import onnx_files
 from ..core import models
 from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.layout import ModelLayout, Project
@@ -140,7 +141,8 @@ def _private_partition(project: Project, ctx, model: str) -> Partitioned:
     folder = Path(tempfile.mkdtemp(prefix=f"modelbuild-{model}-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     private = ModelLayout(Project(folder), model)
-    partition.run(ctx.models[model], private, ctx.target)
+    spec = ctx.models[model]
+    partition.run(onnx_files.read(spec.onnx_path), spec, private, ctx.target)
     return Partitioned(manifest_mod.read(private.manifest), private)
 
 

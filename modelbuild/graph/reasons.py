@@ -124,6 +124,11 @@ def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[st
     for role in ("declaration", "onnx"):
         if (was.get(role) or {}).get("sha256") != now[role]["sha256"]:
             out.append(f"{now[role]['file']} changed")
+    if ("declared_inputs" in old and old["declared_inputs"] != inputs.get("declared_inputs")
+            and (was.get("declaration") or {}).get("sha256") == now["declaration"]["sha256"]):
+        # edited while the last build ran: it used the shapes read before the edit
+        out.append(f"the last build used other [inputs] than {now['declaration']['file']} "
+                   "declares (edited while it ran)")
     old_ext, new_ext = was.get("external") or {}, now["external"]
     for name in sorted(set(old_ext) | set(new_ext)):
         if name not in new_ext:

@@ -8,7 +8,8 @@ import functools
 import os
 from pathlib import Path
 
-from ..core.digest import file_digest
+from ..core import onnx_files
+from ..core.digest import bytes_digest, file_digest
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec, check_exists
 from . import fingerprint, kinds, reasons
@@ -18,10 +19,10 @@ from .context import Context
 from .partition_output import PartitionOutput
 
 
-def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tuple[str, ...]:
-    """The external data files of the model's ONNX file: those the last partition's stamp
-    lists when the ONNX file is the same (no onnx import on a no-op build), else read
-    from the ONNX file."""
+def _stamped_external(layout: ModelLayout, onnx_digest: str) -> tuple[str, ...] | None:
+    """The external data files of the model's ONNX bytes of sha256 ``onnx_digest``, as the
+    last partition's stamp lists them when it was made from those bytes (no onnx parse on a
+    no-op build); None otherwise."""
     stamp = fingerprint.read_stamp(layout.manifest)
     sources = ((stamp or {}).get("inputs") or {}).get("sources")
     if (isinstance(sources, dict) and isinstance(sources.get("onnx"), dict)
@@ -29,9 +30,7 @@ def _external_data(spec: ModelSpec, layout: ModelLayout, onnx_digest: str) -> tu
             and isinstance(sources.get("external", {}), dict)
             and all(isinstance(name, str) for name in sources.get("external", {}))):
         return tuple(sources.get("external", {}))
-    from ..core.onnx_files import external_data
-
-    return external_data(spec.onnx_path)
+    return None
 
 
 def layout_of(spec: ModelSpec, config: dict) -> str:
@@ -51,22 +50,32 @@ def layout_of(spec: ModelSpec, config: dict) -> str:
     return default_layout(kind)
 
 
-def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout, root: Path) -> dict:
-    """What decides partition's output: the settings, the model's name and the content of
-    every file it reads (the declaration, the ONNX file, its external data files). Files are
-    named for ``why`` under "file", which the cache key leaves out: the same model in
-    another checkout, or read from another virtual environment, finds the same entry."""
-    def source(path: Path) -> dict:
-        return {"file": os.path.relpath(path, root), "sha256": file_digest(path)}
+def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout,
+                        root: Path) -> fingerprint.Inputs:
+    """What decides partition's output: the settings, the model's name, its declared input
+    shapes as this doit run read them, and the content of every file it reads (the
+    declaration, the ONNX file, its external data files). Files are named for ``why`` under
+    "file", which the cache key leaves out: the same model in another checkout, or read from
+    another virtual environment, finds the same entry.
+
+    Given: the ONNX bytes read here (onnx_files.ModelBytes), which partition builds from:
+    the key and the output come from the same bytes (issue 19). The declaration was parsed
+    when doit loaded the tasks: what partition takes from it (the shapes; the layout) is
+    keyed as parsed, so an edit since is this build's or the next, never filed under it."""
+    def described(path: Path, digest: str) -> dict:
+        return {"file": os.path.relpath(path, root), "sha256": digest}
 
     check_exists(spec)  # a regular file: a folder, a pipe or /dev/zero is said, not read
-    onnx = source(spec.onnx_path)
-    external = _external_data(spec, layout, onnx["sha256"])
-    return {"step": "partition", "model": spec.name, "layout": layout_of(spec, config),
-            "config": config,
-            "sources": {"declaration": source(spec.declaration), "onnx": onnx,
-                        "external": {name: source(spec.onnx_path.parent / name)
-                                     for name in external}}}
+    source = onnx_files.read(spec.onnx_path, functools.partial(_stamped_external, layout))
+    return fingerprint.Inputs(
+        {"step": "partition", "model": spec.name, "layout": layout_of(spec, config),
+         "config": config, "declared_inputs": spec.inputs,
+         "sources": {"declaration": described(spec.declaration, file_digest(spec.declaration)),
+                     "onnx": described(spec.onnx_path, bytes_digest(source.model)),
+                     "external": {name: described(spec.onnx_path.parent / name,
+                                                  bytes_digest(data))
+                                  for name, data in source.external.items()}}},
+        (source,))
 
 
 def partition_step(ctx: Context, spec: ModelSpec) -> Step:

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..core import atomic, free_space, manifest
+from ..core import atomic, free_space, manifest, onnx_files
 from ..core.digest import file_digest
 from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
@@ -25,31 +25,30 @@ from .input_names import identifier_input_names
 from .resize_scales import refuse_inexact_scales
 from .tvm_limits import tvm_limits
 
-def import_model(spec: ModelSpec):
-    """The model as a Relax IRModule (weights bound as constants)."""
-    return _import(spec, traced=False)[0]
+def import_model(spec: ModelSpec, source: onnx_files.ModelBytes | None = None):
+    """The model as a Relax IRModule (weights bound as constants). ``source``: the model's
+    bytes as already read (None: read them now)."""
+    return _import(spec, traced=False, source=source)[0]
 
 
-def import_model_traced(spec: ModelSpec):
+def import_model_traced(spec: ModelSpec, source: onnx_files.ModelBytes | None = None):
     """The model as a Relax IRModule, its operators with the Relax expressions of their
     outputs (for provenance; None if the importer did not keep them), and the external
     data files it read."""
-    return _import(spec, traced=True)
+    return _import(spec, traced=True, source=source)
 
 
-def load_onnx(spec: ModelSpec):
+def load_onnx(spec: ModelSpec, source: onnx_files.ModelBytes | None = None):
     """(the ONNX model with its tensors, the external data files it reads, relative to its
-    folder): a model saved with external data keeps its weights in other files."""
-    import onnx
-    from onnx import external_data_helper
-
-    from ..core.onnx_files import external_locations
-
+    folder): a model saved with external data keeps its weights in other files. Built from
+    ``source``, the bytes already read (None: the files are read now, once each)."""
     check_exists(spec)
     try:
-        model = onnx.load(str(spec.onnx_path), load_external_data=False)
-        external = external_locations(model)
-        external_data_helper.load_external_data_for_model(model, str(spec.onnx_path.parent))
+        if source is None:
+            source = onnx_files.read(spec.onnx_path)
+        model, external = onnx_files.load(source)
+    except BuildError:
+        raise
     except Exception as err:
         raise BuildError(f"cannot read ONNX model: {summarize(err)}", file=spec.onnx_path,
                          hint="check that it is an ONNX model file, with its external data "
@@ -59,7 +58,7 @@ def load_onnx(spec: ModelSpec):
         empty = not model.ir_version and not model.graph.node
         what = ("not an ONNX model: no IR version, no graph" if empty
                 else "the model's graph has no outputs: there is nothing to compute")
-        if not spec.onnx_path.stat().st_size:
+        if not source.model:
             what += " (the file is empty)"
         raise BuildError(what, file=spec.onnx_path,
                          hint="check that it is an ONNX model file (onnx.save writes one)")
@@ -125,10 +124,10 @@ def _empty_dimension_shapes(model, spec: ModelSpec) -> dict:
     return out
 
 
-def _import(spec: ModelSpec, traced: bool):
+def _import(spec: ModelSpec, traced: bool, source: onnx_files.ModelBytes | None = None):
     from tvm.relax.frontend.onnx import from_onnx
 
-    model, external = load_onnx(spec)
+    model, external = load_onnx(spec, source)
     _check_inputs(model, spec)
     refuse_inexact_scales(model, {**_empty_dimension_shapes(model, spec), **spec.inputs},
                           spec.onnx_path)
@@ -381,13 +380,15 @@ def _declared_shapes(spec: ModelSpec):
                          hint="give [inputs] the shapes the model takes") from None
 
 
-def run(spec: ModelSpec, layout: ModelLayout, target_spec: TargetSpec) -> None:
+def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
+        target_spec: TargetSpec) -> None:
+    """Partition the model ``spec`` declares, from its bytes as read for the step's key."""
     import tvm
 
     from ..core.workloads import structural_hash
 
     target = tvm.target.Target(target_spec.tvm_target)
-    imported, operators, external = import_model_traced(spec)
+    imported, operators, external = import_model_traced(spec, source)
     block = channel_block(spec, target_spec)
     with tvm_limits(spec, imported, target), _declared_shapes(spec):
         stages = fuse_stages(imported, target, block)
