@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DoitRun
+from conftest import DoitRun, patched_env
 from doit.exceptions import TaskFailed
 
 from modelbuild.graph import actions
@@ -76,3 +76,40 @@ def test_an_uninterrupted_build_still_says_done(tiny_project):
     run = tiny_project.doit("build:tiny")
     assert isinstance(run, DoitRun) and "modelbuild: done" in run.output
     assert "interrupted" not in run.output
+
+
+def test_a_ctrl_c_a_fallback_swallowed_keeps_nothing_the_step_made(tiny_project, tiny_built,
+                                                                  tmp_path):
+    """The Ctrl-C lands in LegalizeOps (TVM hands it back as a bare error), which partition
+    takes for a graph it cannot build blocked, and goes on in NCHW: that fallback was
+    stamped and cached (exit 0, "done"; after rm -rf build/, restored from the cache)."""
+    env = patched_env(tmp_path / "site", """
+import signal
+from modelbuild.steps import graph_passes
+_pipeline = graph_passes.pipeline
+def pipeline(block):
+    passes = _pipeline(block)
+    legalize = dict(passes)["LegalizeOps"]
+    calls = []
+    def interrupted_in_tvm(mod):  # the first call only: the fallback's own call goes through
+        calls.append(1)
+        if len(calls) > 1:
+            return legalize(mod)
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        raise RuntimeError("")
+    return [(name, interrupted_in_tvm if name == "LegalizeOps" and block else apply)
+            for name, apply in passes]
+graph_passes.pipeline = pipeline
+""")
+    env["PYTHONUNBUFFERED"] = "1"
+    run = tiny_project.doit("build:tiny", check=False, env=env)
+    assert run.returncode in (-signal.SIGINT, 128 + signal.SIGINT), run
+    assert "interrupted (Ctrl-C)" in run.output and "modelbuild: done" not in run.output, run
+    assert not tiny_project.library("tiny").exists()
+
+    again = tiny_project.doit("build:tiny")  # no Ctrl-C: the blocked graph, as a clean build
+    assert "partition:tiny" in again.ran and "partition:tiny" not in again.from_cache, again
+    assert tiny_project.objects("tiny") == tiny_built.objects("tiny")

@@ -20,7 +20,7 @@ from typing import Callable
 from ..core import atomic
 from ..core.digest import file_digest
 from ..core.errors import BuildError
-from . import fingerprint
+from . import fingerprint, interrupts
 from .cache import LOCAL, Cache, Found
 
 CURRENT, RESTORE, RUN = "current", "restore", "run"
@@ -158,6 +158,7 @@ class Step:
             return
         self.cache.log("miss", self.kind, key)
         compute(*getattr(inputs, "given", ()), *args)
+        interrupts.check()  # a Ctrl-C the step's work swallowed: keep nothing it made
         payload = self.artifact.pack()
         # An input edited while building: no stamp, no entry; the next run rebuilds (an
         # extra check: the output is already the read inputs' own, given to compute above).

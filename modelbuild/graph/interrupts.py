@@ -25,13 +25,18 @@ MESSAGE = ("modelbuild: interrupted (Ctrl-C); the steps that finished are kept: 
            "command to go on")
 
 
+# The SIGINTs noted by each noted() block open in this process (signals are the process's;
+# only the main thread opens one): check() reads them.
+_open_blocks: list[list[int]] = []
+
+
 @contextlib.contextmanager
 def noted():
     """While the block runs, a SIGINT is noted before it raises KeyboardInterrupt as usual;
     yields ``seen()``: whether one came. Only Python's own handler is replaced (a SIGINT
     ignored, as under nohup, stays ignored), and only in the main thread (the one signals
     reach)."""
-    received = []
+    received: list[int] = []
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield lambda: False
@@ -42,10 +47,21 @@ def noted():
         signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGINT, handler)
+    _open_blocks.append(received)
     try:
         yield lambda: bool(received)
     finally:
+        _open_blocks.remove(received)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def check() -> None:
+    """KeyboardInterrupt if a Ctrl-C came while the step (its noted() block) ran, even when
+    the step went on: TVM hands a Ctrl-C inside its passes back as an ordinary error, and a
+    step's fallback may take that for a reason to build something else (another layout). A
+    step asks here before it keeps what it made (its cache entry, its stamp)."""
+    if any(_open_blocks):
+        raise KeyboardInterrupt
 
 
 def quiet_exit() -> None:
