@@ -141,29 +141,61 @@ def _timed_lines(proc, into: list) -> None:
         into.append((time.monotonic(), line.rstrip("\n")))
 
 
-def test_two_doit_processes_on_one_model_both_end_with_a_correct_library(tmp_path):
-    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    cmd = [sys.executable, "-m", "doit", "build:tiny"]
+def _at_once(project, *commands, after: str | None = None) -> list[str]:
+    """Run doit ``commands`` (argument lists) in the project at once (each next one as soon
+    as the first prints ``after``, if given); their outputs, once all ended with status 0."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each task line when it happens
-    procs = [subprocess.Popen(cmd, cwd=project.root, stdout=subprocess.PIPE, env=env,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
-    lines: list[list] = [[], []]
-    readers = [threading.Thread(target=_timed_lines, args=(p, out)) for p, out in zip(procs, lines)]
-    for reader in readers:
+    procs, lines, readers = [], [], []
+    for args in commands:
+        proc = subprocess.Popen([sys.executable, "-m", "doit", *args], cwd=project.root,
+                                stdout=subprocess.PIPE, env=env, stderr=subprocess.STDOUT,
+                                text=True)
+        out: list = []
+        reader = threading.Thread(target=_timed_lines, args=(proc, out))
         reader.start()
+        procs.append(proc)
+        lines.append(out)
+        readers.append(reader)
+        while after and len(procs) == 1 and not any(after in text for _, text in out):
+            assert proc.poll() is None, f"the first run ended before printing {after!r}"
+            time.sleep(0.01)
     for proc, reader in zip(procs, readers):
         proc.wait(timeout=300)
         reader.join()
     outputs = ["\n".join(text for _, text in out) for out in lines]
-    assert [p.returncode for p in procs] == [0, 0], outputs
-    # They really ran at once: each started a step before the other had finished.
-    started = [min(t for t, text in out if text.startswith(".  ")) for out in lines]
-    finished = [max(t for t, _ in out) for out in lines]
-    assert started[0] < finished[1] and started[1] < finished[0], outputs
+    assert [p.returncode for p in procs] == [0] * len(procs), outputs
+    return outputs
+
+
+WAITED = "waiting for another doit run building tiny in this project"
+
+
+def test_two_doit_processes_on_one_model_take_turns_and_both_end_with_a_correct_library(tmp_path):
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    outputs = _at_once(project, ["build:tiny"], ["build:tiny"])
+    # one built, the other waited for it (saying so) and found everything built
+    assert sorted(WAITED in out for out in outputs) == [False, True], outputs
+    waiter = next(out for out in outputs if WAITED in out)
+    assert ".  " not in waiter and "nothing to rebuild" in waiter, waiter
     x = model_inputs(project.root, "tiny")
     assert_close(run_library(project.library("tiny"), x), reference_output(project, "tiny", x))
     # The shared doit state is still usable and agrees that everything is built.
     assert project.doit("build:tiny").ran == set()
+
+
+def test_two_runs_of_one_model_in_two_layouts_at_once_each_build_what_they_asked(tiny_built,
+                                                                                tmp_path):
+    """They wrote the same files: the default run linked the NCHW run's graph with its own
+    kernels, a library that does not load, with exit 0."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    nchw, blocked = _at_once(project, ["build:tiny", "layout=NCHW"], ["build:tiny"],
+                             after=".  partition:tiny")
+    assert WAITED in blocked and ".  partition:tiny" in blocked, blocked
+    # the last to finish left its library: the blocked layout's, as a clean build makes it
+    assert project.objects("tiny") == tiny_built.objects("tiny")
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x),
+                 run_library(tiny_built.library("tiny"), x), rel=0)
 
 
 def test_a_link_leaves_another_process_s_temporary_files_and_removes_abandoned_ones(tiny_copy):

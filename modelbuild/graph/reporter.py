@@ -27,7 +27,7 @@ from rich.progress import (
 
 from ..core import manifest as manifest_mod
 from ..core.layout import Project
-from . import cache, kinds
+from . import build_lock, cache, kinds
 from .cached_step import restored_from_cache
 
 _KINDS = kinds.NAMES  # partition, lower, codegen, link
@@ -35,7 +35,8 @@ _KINDS = kinds.NAMES  # partition, lower, codegen, link
 
 def _model_of(task_name: str) -> str | None:
     base, sep, rest = task_name.partition(":")
-    return rest.split("/", 1)[0] if sep and base in (*_KINDS, kinds.BUILD.name) else None
+    return (rest.split("/", 1)[0]
+            if sep and base in (*_KINDS, kinds.BUILD.name, kinds.BENCH.name) else None)
 
 
 class ModelbuildReporter(ConsoleReporter):
@@ -55,6 +56,7 @@ class ModelbuildReporter(ConsoleReporter):
         self.t0 = time.perf_counter()
         self.progress: Progress | None = None
         self.bar = None
+        self.locks = build_lock.ModelLocks()
 
     # -- progress -------------------------------------------------------------
     def _expected_total(self) -> int:
@@ -66,13 +68,15 @@ class ModelbuildReporter(ConsoleReporter):
         return total
 
     def initialize(self, tasks, selected_tasks):
-        cache.start_run(self.project)
         for name in selected_tasks:
             model = _model_of(name)
             if model:
                 self.models.add(model)
-            elif name in ("build", "link", "partition"):
+            elif name in (*_KINDS, kinds.BUILD.name, kinds.BENCH.name):
                 self.models.update(m for m in (_model_of(t) for t in tasks) if m)
+        # before any step, or uptodate check, writes: one run at a time per model
+        self.locks.acquire(self.project, self.models, sys.stderr.write)
+        cache.start_run(self.project)
         if self.console.is_terminal:
             # Task lines are printed through the same console, above the bar; the
             # steps' own output is left alone (no stdout/stderr redirection).
@@ -121,6 +125,12 @@ class ModelbuildReporter(ConsoleReporter):
             self._advance()
 
     def complete_run(self):
+        try:
+            self._summary()
+        finally:
+            self.locks.release()
+
+    def _summary(self):
         if self.progress is not None:
             self.progress.stop()
         for result in self.failures:  # what the failed task printed, if anything
