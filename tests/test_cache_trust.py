@@ -313,3 +313,13 @@ def test_a_cache_that_cannot_be_written_warns_once_and_the_build_succeeds(tiny_b
 
 def test_cache_keygen_is_listed_in_help(tiny_built):
     assert "keygen" in cli(tiny_built, "cache", "--help").stdout
+
+
+def test_a_key_file_that_never_ends_is_refused_not_read_whole(tiny_built, tmp_path):
+    """/dev/zero as the signing key: the build read it until memory ran out."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    project = _checkout(tiny_built, tmp_path / "a")
+    env = remote.build_env(mode="read-write", MODELBUILD_REMOTE_CACHE_SIGNING_KEY="/dev/zero")
+    run = project.doit("build:tiny", check=False, env=env)
+    assert run.returncode != 0 and "Traceback" not in run.output, run
+    assert "/dev/zero: not a signing key: over 65536 bytes" in run.output, run

@@ -166,3 +166,61 @@ def test_a_damaged_doit_state_file_is_set_aside_with_one_warning(tiny_copy):
     _assert_matches_onnxruntime(tiny_copy)
     again = tiny_copy.doit("build:tiny")
     assert again.ran == set() and ".doit.db" not in again.output
+
+
+def _replace_with(path, kind: str) -> None:
+    path.unlink()
+    if kind == "pipe":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+
+
+_BUILT_FILES = ["objects/{w}.o", "objects/{w}.o.stamp", "lowered/{w}.json", "tiny.so",
+                "tiny.so.stamp", "partition.checked", "partition/manifest.msgpack",
+                "partition/graph/graph1.o"]
+
+
+@pytest.mark.parametrize("name", _BUILT_FILES)
+def test_a_pipe_in_place_of_a_built_file_is_rebuilt_not_waited_on(tiny_copy, tiny_built, name):
+    """Reading it waited forever: `doit build` and `why` hung."""
+    path = tiny_copy.root / "build" / "tiny" / name.format(w=tiny_conv_workload(tiny_copy))
+    _replace_with(path, "pipe")
+    why = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny"], cwd=tiny_copy.root,
+                         capture_output=True, text=True, timeout=120)
+    assert why.returncode == 0, why.stderr
+    run = subprocess.run([sys.executable, "-m", "doit", "build:tiny"], cwd=tiny_copy.root,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "Traceback" not in run.stdout + run.stderr, run
+    assert path.is_file() or name == "partition.checked"
+    assert tiny_copy.objects("tiny") == tiny_built.objects("tiny")
+    assert sha256(tiny_copy.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+@pytest.mark.parametrize("name", ["objects/{w}.o", "lowered/{w}.json.stamp", "tiny.so",
+                                  "partition/manifest.msgpack"])
+def test_a_folder_in_place_of_a_built_file_is_named_and_the_build_stops(tiny_copy, name):
+    """It was an internal error, or doit's traceback (exit 3) from a cache restore."""
+    name = name.format(w=tiny_conv_workload(tiny_copy))
+    path = tiny_copy.root / "build" / "tiny" / name
+    _replace_with(path, "folder")
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode == 1, run
+    assert f"Is a directory: build/tiny/{name}" in run.output, run
+    assert "a folder stands where modelbuild writes a file: remove it" in run.output
+    assert "Traceback" not in run.output and "internal error" not in run.output, run
+    path.rmdir()
+    assert tiny_copy.doit("build:tiny").returncode == 0
+
+
+@pytest.mark.parametrize("name", [".doit.db", ".cache-events"])
+def test_doit_s_state_or_the_event_log_as_a_folder_is_no_traceback(tiny_copy, name):
+    path = tiny_copy.root / "build" / name
+    if path.exists():
+        path.unlink()
+    path.mkdir()
+    tiny_copy.library("tiny").unlink()
+    run = tiny_copy.doit("build:tiny")
+    assert "Traceback" not in run.output and "link:tiny" in run.ran, run
+    if name == ".doit.db":  # set aside as a damaged one is
+        assert "is damaged (not a regular file" in run.stderr, run

@@ -73,6 +73,8 @@ def test_a_bad_value_is_one_line_naming_the_setting_and_where_to_set_it(tmp_path
     ("targets = 5", 'targets must be a list of module names, e.g. ["my_targets"], not 5'),
     ("remote-cache = 5", "remote-cache must be non-empty text, not 5"),
     ("executor = 5", "executor must be non-empty text, not 5"),
+    ("remote-cache-timeout = true", "remote-cache-timeout must be a positive number of "
+                                    "seconds (an hour at most), not True"),
 ])
 def test_a_value_of_the_wrong_type_in_pyproject_is_one_line(tmp_path, line, expected):
     """cache-dir = 5 made a folder named 5, remote-cache = 5 was shown as the remote, targets

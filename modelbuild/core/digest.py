@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from . import regular_file
+
 _CHUNK = 1 << 20
 
 
@@ -15,7 +17,7 @@ def bytes_digest(data: bytes) -> str:
 def file_digest(path: Path) -> str:
     """The sha256 of a file's content, read in chunks (a model file can be large)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with regular_file.opened(path) as f:
         for chunk in iter(lambda: f.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()

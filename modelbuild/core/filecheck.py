@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from . import atomic
+from . import atomic, regular_file
 from .digest import file_digest
 
 
@@ -50,7 +50,7 @@ def matches(path: Path, digest: str, checked: dict) -> bool | None:
 def read_checked(memo: Path) -> dict:
     """The paths last verified, from the memo file ``memo`` ({} when none or unreadable)."""
     try:
-        data = json.loads(memo.read_text())
+        data = json.loads(regular_file.read_text(memo))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

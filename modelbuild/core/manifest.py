@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgpack
 
-from . import atomic
+from . import atomic, regular_file
 
 FORMAT = 4  # 2: operators (provenance); 3: external data files, outputs, calls per workload;
 # 4: the workloads changing the layout
@@ -157,7 +157,7 @@ _UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, msgpack
 def read(path: Path) -> Manifest | None:
     """The manifest at ``path``, or None when there is none (or an unreadable old one)."""
     try:
-        return Manifest.from_bytes(path.read_bytes())
+        return Manifest.from_bytes(regular_file.read_bytes(path))
     except _UNREADABLE:
         return None
 
@@ -165,7 +165,7 @@ def read(path: Path) -> Manifest | None:
 def problem(path: Path) -> str:
     """Why ``read(path)`` gives None ("" when it does not)."""
     try:
-        Manifest.from_bytes(path.read_bytes())
+        Manifest.from_bytes(regular_file.read_bytes(path))
     except _UNREADABLE as err:
         return f"{type(err).__name__}: {err}"
     return ""

@@ -77,7 +77,7 @@ def _one_of(*choices: str) -> Callable[[Any], str]:
 
 def _positive_seconds(value) -> float:
     try:
-        seconds = float(value)
+        seconds = 0.0 if isinstance(value, bool) else float(value)  # true is no duration
     except (TypeError, ValueError):
         seconds = 0.0
     if not 0 < seconds <= 3600:

@@ -38,13 +38,19 @@ def _serialization():
     return serialization, ed25519
 
 
+_PEM_MAX = 64 * 1024  # an Ed25519 key in PEM is about 120 bytes
+
+
 def _load_pem(path: Path, setting: str, private: bool):
     """The Ed25519 key in the PEM file ``path`` (public or private), refused in one line."""
     serialization, ed25519 = _serialization()
     what, name = ("signing key", PRIVATE_NAME) if private else ("public key", PUBLIC_NAME)
     hint = f"{setting} names the {name} that `python -m modelbuild cache keygen` wrote"
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:  # not read whole: /dev/zero never ends (a pipe is fine)
+            data = f.read(_PEM_MAX + 1)
+        if len(data) > _PEM_MAX:
+            raise BuildError(f"not a {what}: over {_PEM_MAX} bytes", file=path, hint=hint)
         key = (serialization.load_pem_private_key(data, password=None) if private
                else serialization.load_pem_public_key(data))
     except OSError as err:

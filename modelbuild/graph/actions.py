@@ -34,6 +34,7 @@ _MACHINE_ERRORS = {
     errno.EROFS: "build on a writable disk",
     errno.EACCES: "make the file and its folder writable by you (or run as their owner)",
     errno.EPERM: "make the file and its folder writable by you (or run as their owner)",
+    errno.EISDIR: "a folder stands where modelbuild writes a file: remove it",
 }
 
 
@@ -45,10 +46,12 @@ def machine_error(err: OSError, where: str, step: bool = True) -> str:
     """What to print for a file the system refused to write or open (a full disk, a
     read-only or foreign folder): the system's reason, the file, what to do. ``step``: a
     build step's (what finished before it is kept)."""
-    task = where.split(" (", 1)[0]
-    path = f": {err.filename}" if err.filename else ""
+    task = where.split(" (", 1)[0]  # a task's name, else a function's, which says nothing here
+    prefix = f"{task}: " if ":" in task or task.startswith("python -m") else ""
+    named = err.filename2 or err.filename  # a rename: the path it was renamed to
+    path = f": {named}" if named else ""
     kept = ": the steps that finished are kept" if step else ""
-    return (f"error: {task}: {err.strerror or os.strerror(err.errno)}{path}\n"
+    return (f"error: {prefix}{err.strerror or os.strerror(err.errno)}{path}\n"
             f"  hint: {_MACHINE_ERRORS[err.errno]}, then rerun the same command{kept} (the "
             "build's files are in <project>/build; the cache, $MODELBUILD_CACHE or "
             "[tool.modelbuild] cache-dir, may live on another disk)")

@@ -37,11 +37,12 @@ and by ``python -m modelbuild cache stats``. No TVM here.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import atomic, settings
+from ..core import atomic, regular_file, settings
 from ..core.digest import bytes_digest
 from ..core.layout import Project
 from . import kinds
@@ -143,13 +144,22 @@ class Cache:
     def log(self, event: str, kind: str, key: str, source: str = LOCAL, why: str = "") -> None:
         if self.events is None:
             return
-        self.events.parent.mkdir(parents=True, exist_ok=True)
         line = (f"{event} {kind} {key}" + (f" {why}" if why else "")
                 + (" remote" if source == REMOTE else "") + "\n")
         # One short O_APPEND write per event: lines from parallel workers do not interleave.
-        fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        # The log only feeds the summary: one that cannot be written (a full disk, a folder
+        # or a pipe in its place) is left out, never the step's failure or a wait.
         try:
-            os.write(fd, line.encode())
+            self.events.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK,
+                         0o666)
+        except OSError:
+            return
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, line.encode())
+        except OSError:
+            pass
         finally:
             os.close(fd)
 
@@ -159,7 +169,7 @@ class Cache:
         refuses, like a damaged one or (remote) one without a trusted signature, is not used.
         Writes nothing, logs nothing."""
         try:
-            raw = self.path(kind, key).read_bytes()
+            raw = regular_file.read_bytes(self.path(kind, key))
         except OSError:
             raw = None
         payload = unframe(raw) if raw is not None else None
@@ -242,7 +252,7 @@ class Cache:
         self._said.add(what)
         if self.events is not None:
             try:
-                if f"said {what} -" in self.events.read_text().splitlines():
+                if f"said {what} -" in regular_file.read_text(self.events).splitlines():
                     return
             except OSError:
                 pass
@@ -323,12 +333,15 @@ def start_run(project: Project) -> None:
     """A doit run begins: the event log describes the last build only."""
     path = events_file(project)
     if path.parent.is_dir():
-        atomic.write_bytes(path, b"")
+        try:
+            atomic.write_bytes(path, b"")
+        except OSError:
+            pass  # a folder in its place, a full disk: the summary goes without the counts
 
 
 def _events(project: Project) -> list[list[str]] | None:
     try:
-        lines = events_file(project).read_text().splitlines()
+        lines = regular_file.read_text(events_file(project)).splitlines()
     except OSError:
         return None
     return [line.split(" ") for line in lines if line.count(" ") >= 2]

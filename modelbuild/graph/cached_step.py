@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from ..core import atomic
+from ..core import atomic, regular_file
 from ..core.digest import file_digest
 from ..core.errors import BuildError
 from . import fingerprint, interrupts
@@ -33,7 +33,7 @@ class FileOutput:
     path: Path
 
     def pack(self) -> bytes:
-        return self.path.read_bytes()
+        return regular_file.read_bytes(self.path)
 
     def unpack(self, payload: bytes) -> None:
         atomic.write_bytes(self.path, payload)
@@ -196,7 +196,10 @@ class Uptodate:
             self.step.cache.report_damage(self.step.kind, fingerprint.key(decision.inputs), Found(
                 corrupt_local=decision.corrupt, corrupt_remote=decision.corrupt_remote))
         if decision.action == RESTORE:
-            self.step.restore(decision.inputs, decision.payload, decision.source)
+            try:
+                self.step.restore(decision.inputs, decision.payload, decision.source)
+            except OSError:  # cannot be put in place (a folder in the way, a full disk):
+                return False  # the step runs, and its own failure says why, in words
             setattr(task, FROM_CACHE, decision.source)
             return True
         return False

@@ -17,7 +17,11 @@ from pathlib import Path
 
 def problem(db: Path) -> str | None:
     """Why ``db`` is not a state file doit can use (None: it is fine, or absent)."""
-    if not db.is_file() or db.stat().st_size == 0:
+    if not db.exists() and not db.is_symlink():
+        return None
+    if not db.is_file():
+        return "not a regular file (a folder or a pipe)"
+    if db.stat().st_size == 0:
         return None
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

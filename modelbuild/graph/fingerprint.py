@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core import atomic
+from ..core import atomic, regular_file
 from ..core.digest import bytes_digest
 from ..core.layout import ModelLayout
 from ..schedules.active import active, tir_compute, with_computes
@@ -39,7 +39,7 @@ def lower_inputs(config: dict, layout: ModelLayout, name: str,
     is taken as an invalid record (its bytes keyed; lower fails with which computes it has)."""
     record = with_computes(active(layout, name), computes(layout, name, recorded))
     path = layout.workload(name, tir_compute(record))
-    workload = None if recorded is not None else path.read_bytes()
+    workload = None if recorded is not None else regular_file.read_bytes(path)
     return Inputs({"step": "lower", "config": config,
                    "workload": recorded.get(path) if recorded is not None
                    else bytes_digest(workload),
@@ -51,7 +51,7 @@ def codegen_inputs(config: dict, lowered_file: Path, name: str,
                    lowered_digest: str | None = None) -> Inputs:
     """Given: (the lowered TIR's bytes,). ``lowered_digest``: the digest of the lowered TIR
     when known without the file (a prediction; nothing is given)."""
-    lowered = None if lowered_digest else lowered_file.read_bytes()
+    lowered = None if lowered_digest else regular_file.read_bytes(lowered_file)
     # The kernel's symbol is its workload name, so the name is part of the object.
     return Inputs({"step": "codegen", "config": config,
                    "lowered": lowered_digest or bytes_digest(lowered), "name": name},
@@ -83,7 +83,7 @@ def write_stamp(output: Path, inputs: dict, output_digest: str | None) -> None:
 
 def read_stamp(output: Path) -> dict | None:
     try:
-        stamp = json.loads(stamp_path(output).read_text())
+        stamp = json.loads(regular_file.read_text(stamp_path(output)))
     except (OSError, ValueError):
         return None
     # a stamp of another shape (hand-edited, another version's) is no stamp: the step reruns

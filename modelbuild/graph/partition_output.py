@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import msgpack
 
-from ..core import atomic, filecheck
+from ..core import atomic, filecheck, regular_file
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.errors import BuildError
@@ -74,9 +74,9 @@ class PartitionOutput:
         if man is None:
             raise BuildError(f"partition wrote no readable manifest at {self.layout.manifest}: "
                              f"{manifest_mod.problem(self.layout.manifest)}")
-        files = {MANIFEST: self.layout.manifest.read_bytes()}
+        files = {MANIFEST: regular_file.read_bytes(self.layout.manifest)}
         for rel, _, _ in man.outputs:
-            files[rel] = (self.layout.partition_dir / rel).read_bytes()
+            files[rel] = regular_file.read_bytes(self.layout.partition_dir / rel)
         return msgpack.packb(files)
 
     def check(self, payload: bytes) -> str | None:
