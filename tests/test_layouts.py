@@ -291,6 +291,33 @@ def test_convolutions_whose_channels_do_not_divide_into_the_block_still_run_bloc
                  rel=1e-5)
 
 
+def _negative_concat_axis_model() -> onnx.ModelProto:
+    """Conv -> Concat(c, c, axis=-3): the channels, as ONNX may write them -> GlobalAveragePool
+    -> Split on the channels (which hides the concat's shape from the output's)."""
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["c", "c"], ["cc"], axis=-3),
+             helper.make_node("GlobalAveragePool", ["cc"], ["g"]),
+             helper.make_node("Split", ["g", "split"], ["y", "rest"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "negaxis", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "w"),
+         onnx.numpy_helper.from_array(np.array([16, 16], np.int64), "split")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def test_a_concat_on_a_negative_channel_axis_concatenates_the_channels_blocked(tmp_path):
+    """ConvertLayout carried axis=-3 of NCHW into NCHW16c as axis 2, the rows: exit 0, and a
+    library that failed at run time (std::bad_alloc) or computed other numbers."""
+    project = make_project(tmp_path / "p", {"neg": _negative_concat_axis_model()})
+    project.doit("build:neg")
+    assert any("NCHWc" in w for w in _workloads(project, "neg"))
+    x = model_inputs(project.root, "neg")
+    assert_close(run_library(project.library("neg"), x), onnx_output(project.root, "neg", x),
+                 rel=1e-5)
+
+
 def _stem_model() -> onnx.ModelProto:
     """resnet50's stem, small: a 7x7 stride-2 convolution of an RGB image to 32 channels,
     ReLU, a 3x3 stride-2 max pooling, then a 1x1 convolution."""

@@ -336,11 +336,11 @@ def fold_constants():
 
     t = relax.transform
     return tvm.transform.Sequential([
-        _function_pass("FoldInNumpy", _constant_folder_class, t.DeadCodeElimination()),
+        function_pass("FoldInNumpy", _constant_folder_class, t.DeadCodeElimination()),
         t.FoldConstant()])
 
 
-def _function_pass(name: str, mutator_class, cleanup):
+def function_pass(name: str, mutator_class, cleanup):
     import tvm
     from tvm import relax
 
@@ -358,7 +358,7 @@ def _function_pass(name: str, mutator_class, cleanup):
 def fold_broadcasts():
     from tvm import relax
 
-    return _function_pass("FoldBroadcasts", _broadcast_folder_class,
+    return function_pass("FoldBroadcasts", _broadcast_folder_class,
                           relax.transform.DeadCodeElimination())
 
 
@@ -368,7 +368,7 @@ def simplify_graph():
     from tvm import relax
 
     t = relax.transform
-    return _function_pass("SimplifyGraph", _mutator_class,
+    return function_pass("SimplifyGraph", _mutator_class,
                           lambda mod: t.CanonicalizeBindings()(t.DeadCodeElimination()(mod)))
 
 
