@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 import pytest
-from conftest import sha256
+from conftest import sha256, tiny_conv_workload
 
 from modelbuild.commands import sweep
 from modelbuild.core.errors import BuildError
@@ -99,23 +99,73 @@ def test_too_many_builds_are_refused_before_building_anything(tiny_copy, tiny_va
     assert not (tiny_copy.root / "build" / "tiny" / "sweeps").exists()
 
 
-def test_ctrl_c_restores_the_active_record(tiny_copy, tiny_variants):
-    workload, recs = tiny_variants
-    add_variants(tiny_copy, workload, recs)
+def _sweep_until_a_variant_is_built(project, workload):
+    """A running sweep of ``workload``, once its first variant is built (a variant is the
+    active record then), and what it printed so far."""
     proc = subprocess.Popen([sys.executable, "-m", "modelbuild", "sweep", "tiny", "--workload",
-                             workload, "--runs", "3"], cwd=tiny_copy.root, stdout=subprocess.PIPE,
+                             workload, "--runs", "3"], cwd=project.root, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines = []
-    for line in proc.stdout:  # interrupt once the first variant is done
+    for line in proc.stdout:
         lines.append(line)
         if line.strip().startswith("1: built"):
             break
-    proc.send_signal(signal.SIGINT)
+    return proc, lines
+
+
+@pytest.mark.parametrize("sig, words", [(signal.SIGINT, "sweep interrupted"),
+                                        (signal.SIGTERM, "sweep terminated"),
+                                        (signal.SIGHUP, "sweep hung up")])
+def test_ctrl_c_kill_or_a_closed_terminal_restores_the_active_record(tiny_copy, tiny_variants,
+                                                                     sig, words):
+    """SIGTERM and SIGHUP ended the sweep at once, a variant left as the active record."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs)
+    mine = tiny_copy.record("tiny", workload)
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    records.save(mine, replace(recs[-1], path=mine))
+    before = mine.read_bytes()
+    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    proc.send_signal(sig)
     out = "".join(lines) + proc.stdout.read()
-    assert proc.wait(timeout=120) == 130, out
-    assert "sweep interrupted" in out
-    assert not tiny_copy.record("tiny", workload).exists()
+    assert proc.wait(timeout=120) == 128 + sig, out
+    assert words in out, out
+    assert mine.read_bytes() == before
     assert tiny_copy.doit("build:tiny").ran == set()
+
+
+def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_variants):
+    """A second sweep took the first's variant for the user's record and restored that."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs)
+    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    try:
+        second = run_sweep(tiny_copy, "--workload", workload, "--runs", "3")
+        chose = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
+                                "2"], cwd=tiny_copy.root, capture_output=True, text=True)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out = "".join(lines) + proc.stdout.read()
+        proc.wait(timeout=120)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "another sweep of tiny runs in this project (pid" in second.stderr, second.stderr
+    assert chose.returncode == 1 and "a sweep of tiny runs in this project" in chose.stderr
+    assert not tiny_copy.record("tiny", workload).exists(), out  # the first one restored it
+
+
+def test_select_refuses_a_workload_a_python_schedule_drives_or_the_model_lacks(tiny_copy):
+    workload = tiny_conv_workload(tiny_copy)
+    python = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text("def schedule(sch):\n    pass\n")
+    for variant in ("default", "1"):
+        chose = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
+                                variant], cwd=tiny_copy.root, capture_output=True, text=True)
+        assert chose.returncode == 1 and "scheduled by a Python file" in chose.stderr
+    assert not tiny_copy.record("tiny", workload).exists()
+    chose = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", "no_such",
+                            "default"], cwd=tiny_copy.root, capture_output=True, text=True)
+    assert chose.returncode == 1 and "has no workload 'no_such'" in chose.stderr
 
 
 # -- the plan, without building -----------------------------------------------------
@@ -165,3 +215,12 @@ def test_fastest_by_latency_or_by_the_swept_workloads():
     assert run.fastest() == 0
     run.by = "workload"
     assert run.fastest() == 2
+
+
+def test_a_name_too_long_for_a_file_is_refused_before_building_and_a_long_default_shortened():
+    with pytest.raises(BuildError, match="--name is 300 characters"):
+        sweep.check_sweep_name("a" * 300)
+    long = sweep.default_name(["w" * 120, "v" * 120], "cross")
+    assert len(long) <= 200 and long.startswith("w" * 120 + "+")
+    assert long != sweep.default_name(["w" * 120, "v" * 121], "cross")
+    sweep.check_sweep_name(long)

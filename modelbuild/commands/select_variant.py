@@ -4,12 +4,37 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.errors import BuildError, no_workload
+from ..graph import build_lock
 from ..schedules import variants
 from . import options
 from .output import console
 from .workspace import resolve_model
 
 HELP = "make one sampled variant the active record"
+
+
+def check_selectable(project, layout, workload: str) -> None:
+    """A BuildError unless ``workload``'s active record is the user's to choose now: the
+    model is partitioned (its workloads and their computes are known), has the workload,
+    schedules it with no Python file (which would stay active beside the JSON), and no sweep
+    of the model runs (it puts its own variants in place, then the records it saw)."""
+    sweeping = build_lock.holder(build_lock.sweep_lock_file(project, layout.name))
+    if sweeping is not None:
+        raise BuildError(f"a sweep of {layout.name} runs in this project{sweeping}: it "
+                         "restores the active records it found when it ends",
+                         hint="select once the sweep has ended (or use its --select-fastest)")
+    if not layout.workloads_dir.is_dir():
+        raise BuildError(f"model '{layout.name}' is not partitioned yet: its workloads and "
+                         "their computes are known once it is",
+                         hint=f"doit build:{layout.name} (or doit partition:{layout.name}), "
+                              "then select")
+    if not layout.workload(workload).is_file():
+        raise no_workload(layout.name, workload)
+    if layout.python_record(workload).is_file():
+        raise BuildError("the workload is scheduled by a Python file, which stays active "
+                         "whatever JSON record is selected", file=layout.python_record(workload),
+                         workload=workload, hint="move the .py record aside to select a variant")
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -22,7 +47,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    layout = resolve_model(args).layout
+    ws = resolve_model(args)
+    layout = ws.layout
+    check_selectable(ws.project, layout, args.workload)
     if not args.variant.isdigit() and args.variant != "default":
         path = variants.select_compute(layout, args.workload, args.variant)
         console.print(f"{args.workload}: builds the {args.variant} compute with the default "

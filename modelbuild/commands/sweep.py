@@ -11,9 +11,11 @@ fastest step's variants become the active records.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import re
+import signal
 from dataclasses import asdict, dataclass, field
 
 from rich import box
@@ -25,6 +27,7 @@ from ..core import atomic
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout, Project
+from ..graph import build_lock
 from ..measure import benchmark
 from ..schedules import variants
 from ..targets import registry
@@ -219,6 +222,9 @@ def table(sweep: Sweep) -> Table:
     return table
 
 
+_STOPPING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) -> int:
     """Run every step, then restore (or select the fastest), rebuild, save and print."""
     from rich.progress import Progress
@@ -246,10 +252,15 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
         if select_fastest and sweep.fastest() is not None:
             chosen = sweep.rows[sweep.fastest()].variants
     finally:
-        if chosen is not None:
-            activate(layout, saved, chosen)
-        else:
-            restore(layout, saved)
+        # a second Ctrl-C (or kill) must not cut the records' restore short
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+        try:
+            if chosen is not None:
+                activate(layout, saved, chosen)
+            else:
+                restore(layout, saved)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         with console.status("rebuilding with the active records ..."):
             final = buildrun.build(sweep.project, sweep.model, sweep.target)
         if not final.ok:
@@ -279,6 +290,25 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
         return 1
     console.print(f"rebuilt {sweep.model} with the active records in {final.seconds:.2f} s")
     return 0 if any(r.ok for r in sweep.rows) else 1
+
+
+@contextlib.contextmanager
+def _stopped_as_ctrl_c():
+    """SIGTERM (kill) and SIGHUP (the terminal closed) stop a sweep as Ctrl-C does, so the
+    user's records are put back: they ended it at once, with a variant active. Yields the
+    (words, signal) of the one that came, if one did."""
+    came: list = []
+
+    def stop(signum, _frame):
+        came[:] = [{signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}[signum], signum]
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield came
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def check_workloads(layout: ModelLayout, man, workloads) -> None:
@@ -333,10 +363,25 @@ def parse_variants(text: str | None) -> list | None:
 
 
 _SWEEP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]*$")
+_NAME_MAX = 200  # file systems take 255 bytes a name; ".json", ".png" and a temporary's prefix
+
+
+def default_name(workloads: list[str], mode: str) -> str:
+    """The workload names, joined; when that is too long for a file name, its start and a
+    digest of the whole (each set of workloads keeps its own file)."""
+    import hashlib
+
+    name = "+".join(workloads) + ("-cross" if mode == "cross" else "")
+    if len(name) <= _NAME_MAX:
+        return name
+    return name[:_NAME_MAX - 17] + "-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def check_sweep_name(name: str) -> None:
     """A sweep's name is a file name in build/<model>/sweeps/: nothing that leaves it."""
+    if len(name) > _NAME_MAX:
+        raise BuildError(f"--name is {len(name)} characters: a file name takes {_NAME_MAX} "
+                         "at most here", hint="give a shorter name")
     if not _SWEEP_NAME.match(name) or ".." in name:
         raise BuildError(f"--name {name!r} is not a plain file name: the sweep's results go to "
                          "build/<model>/sweeps/<name>.json",
@@ -384,19 +429,26 @@ def run(args) -> int:
     workloads = list(dict.fromkeys(args.workload))
     steps = prepare(project, args.model, workloads, parse_variants(args.variants),
                     args.mode, args.max_builds, choice)
-    name = args.name or "+".join(workloads) + ("-cross" if args.mode == "cross" else "")
+    name = args.name or default_name(workloads, args.mode)
     sweep = Sweep(project, args.model, workloads, steps, args.mode, choice, args.runs,
                   args.warmup, args.by)
+    lock = build_lock.sweep_lock_file(project, args.model)
+    if build_lock.hold(lock) is None:  # its variants would be taken for the user's records
+        raise BuildError(f"another sweep of {args.model} runs in this project"
+                         f"{build_lock.holder(lock) or ''}: the active records are its "
+                         "variants until it ends and restores them",
+                         hint="wait for it to end, then sweep")
     then = "select the fastest" if args.select_fastest else "restore the active records"
     out.print(f"sweep {args.model}: {len(steps)} builds "
               f"({plan_size_text(steps, workloads, args.mode)}), "
               f"{args.runs} timed runs each; then {then} and rebuild")
     try:
-        code = execute(sweep, select_fastest=args.select_fastest, name=name, console=out)
+        with _stopped_as_ctrl_c() as stopped_by:
+            code = execute(sweep, select_fastest=args.select_fastest, name=name, console=out)
     except KeyboardInterrupt:
-        out.print("[red]sweep interrupted[/red]: the active records are as before the "
-                  "sweep, and the model was rebuilt with them")
-        return 130
+        out.print(f"[red]sweep {stopped_by[0] if stopped_by else 'interrupted'}[/red]: the "
+                  "active records are as before the sweep, and the model was rebuilt with them")
+        return 128 + (stopped_by[1] if stopped_by else signal.SIGINT)
     if args.json:
         print(project.model(args.model).sweep(name).read_text(), end="")
     return code

@@ -79,3 +79,50 @@ def _holder(fd: int) -> str:
     except (OSError, UnicodeDecodeError):
         return ""
     return f" (pid {pid})" if pid.isdigit() else ""
+
+
+# -- a sweep's hold on a model's active records -----------------------------------------
+
+def sweep_lock_file(project: Project, model: str) -> Path:
+    return project.build_dir / f".{model}.sweep.lock"
+
+
+def hold(path: Path) -> int | None:
+    """An exclusive lock on ``path`` for this process (the open fd, closed at exit), or None
+    when another process holds it. A folder where none can be made: no lock (0)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:
+        os.close(fd)
+        return 0
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass
+    return fd
+
+
+def holder(path: Path) -> str | None:
+    """" (pid N)" (or "") when a process holds the lock on ``path``, None when none does."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _holder(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # a lock taken here to look goes with it
+    return None
