@@ -239,3 +239,15 @@ def test_a_compiler_written_with_a_wrapper_and_flags_builds(tiny_project):
     tiny_project.doit("build:tiny", env={**os.environ, "CXX": "env g++ -O2"})
     x = model_inputs(tiny_project.root, "tiny")
     assert_close(run_library(tiny_project.library("tiny"), x), onnx_output(tiny_project.root, "tiny", x))
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_no_error(tiny_built):
+    """`explain --json | head -1` was 'internal error ... this is a modelbuild bug'."""
+    read, write = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "modelbuild", "explain", "tiny", "--json"],
+                            cwd=tiny_built.root, stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    os.close(read)  # the reader is gone before the command writes (it starts in ~0.5 s)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "internal error" not in err and "Traceback" not in err and "Exception" not in err, err

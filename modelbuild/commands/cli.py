@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rich.markup import escape
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         errors.print("interrupted")
         return 130
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141  # as a shell reports a process ended by SIGPIPE
     except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
         if is_machine_error(err):  # a full disk, a read-only folder: not a bug
             errors.print(f"[red]{escape(machine_error(err, where, step=False))}[/red]")
