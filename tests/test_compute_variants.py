@@ -245,3 +245,34 @@ def test_a_partition_restored_from_the_cache_brings_its_computes(tiny_copy):
     assert {p.name: p.read_bytes() for p in computes.glob("*.json")} == made
     assert run.ran_kind("lower") == {f"lower:{MODEL}/{workload}"}
     assert _relative_error(tiny_copy) <= 1e-3
+
+
+@pytest.mark.parametrize("size", [(14, 10), (7, 7), (8, 8), (5, 13)])
+def test_the_winograd_compute_reads_inside_its_buffers_whatever_the_output_size(size):
+    """TOPI's tiles read rows and columns past its padded input when the output is no
+    multiple of 4: a record that keeps that input in a buffer read garbage (exit 0, 1e27 x
+    the output). Unscheduled (every stage its own buffer) and with TVM's bound checks on,
+    the compute runs and equals a direct convolution."""
+    import numpy as np
+    import tvm
+    from tvm import te
+
+    from modelbuild.steps import compute_variants
+
+    h, w = size
+    data, kernel = te.placeholder((1, 16, h, w), name="x"), te.placeholder((16, 16, 3, 3), name="k")
+    out = compute_variants.winograd_nchw(data, kernel, [1, 1, 1, 1])
+    assert [int(d) for d in out.shape] == [1, 16, h, w]
+    with tvm.transform.PassContext(config={"tirx.instrument_bound_checkers": True}):
+        lib = tvm.compile(te.create_prim_func([data, kernel, out]), target="llvm")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, h, w)).astype("float32")
+    k = rng.standard_normal((16, 16, 3, 3)).astype("float32")
+    y = tvm.runtime.tensor(np.zeros((1, 16, h, w), "float32"))
+    lib(tvm.runtime.tensor(x), tvm.runtime.tensor(k), y)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    direct = np.zeros((1, 16, h, w), "float32")
+    for i in range(3):
+        for j in range(3):
+            direct += np.einsum("nchw,oc->nohw", padded[:, :, i:i + h, j:j + w], k[:, :, i, j])
+    np.testing.assert_allclose(y.numpy(), direct, rtol=1e-3, atol=1e-3 * np.abs(direct).max())

@@ -88,15 +88,40 @@ def _winograd_legalize(bb, call, block: int | None = None):
     def winograd(data, kernel):
         data = topi.layout_transform(data, data_layout, "NCHW")
         kernel = topi.layout_transform(kernel, kernel_layout, "OIHW")
-        out = topi.nn.conv2d_winograd_nchw(data, kernel, strides=strides, padding=padding,
-                                           dilation=dilation, out_dtype="float32")
+        out = winograd_nchw(data, kernel, padding)
         return topi.layout_transform(out, "NCHW", out_layout)
 
     if (data_layout, kernel_layout, out_layout) == ("NCHW", "OIHW", "NCHW"):
-        return bb.call_te(topi.nn.conv2d_winograd_nchw, call.args[0], weights,
-                          strides=a.strides, padding=a.padding, dilation=a.dilation,
-                          out_dtype="float32", primfunc_name_hint="conv2d_winograd")
+        return bb.call_te(winograd_nchw, call.args[0], weights, padding,
+                          primfunc_name_hint="conv2d_winograd")
     return bb.call_te(winograd, call.args[0], weights, primfunc_name_hint="conv2d_winograd")
+
+
+def winograd_nchw(data, kernel, padding):
+    """TOPI's ``conv2d_winograd_nchw`` (3x3, stride 1, 4x4 output tiles) of an NCHW ``data``,
+    made safe for an output whose height or width is no multiple of 4: TOPI's tiles then
+    read rows and columns past its padded input, which the default schedule hides (the
+    padding inlined, bounds checked) and a sampled record that keeps the padded input in a
+    buffer does not (garbage out, exit 0). The input gets zero rows and columns at the bottom
+    and right up to whole tiles, and the output is cut back to its size: the same numbers."""
+    from tvm import te, topi
+    from tvm.topi.nn.utils import get_pad_tuple
+
+    n, _, h, w = (int(d) for d in data.shape)
+    co = int(kernel.shape[0])
+    pt, pl, pb, pr = get_pad_tuple(padding, (3, 3))
+    out_h, out_w = h + pt + pb - 2, w + pl + pr - 2
+    extra_h, extra_w = -out_h % _TILE, -out_w % _TILE
+    if extra_h or extra_w:
+        data = topi.nn.pad(data, (0, 0, 0, 0), (0, 0, extra_h, extra_w), name="whole_tiles")
+    out = topi.nn.conv2d_winograd_nchw(data, kernel, strides=[1, 1], padding=padding,
+                                       dilation=[1, 1], out_dtype="float32")
+    if not (extra_h or extra_w):
+        return out
+    return te.compute((n, co, out_h, out_w), lambda *i: out[i], name="conv2d_winograd_cut")
+
+
+_TILE = 4  # topi.nn.conv2d_winograd_nchw's output tile
 
 
 def _direct_legalize(call, block: int | None):
