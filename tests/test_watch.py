@@ -102,3 +102,31 @@ def test_watch_reads_an_edited_declaration_and_a_model_file_outside_models(tmp_p
     finally:
         w.proc.send_signal(signal.SIGINT)
         w.proc.wait(timeout=30)
+
+
+def test_watch_rebuilds_on_an_edit_of_a_helper_outside_the_models_schedules(tiny_copy):
+    """Only schedules/<model>/ was watched: an edit of schedules/name.py (or a module beside
+    dodo.py) that a Python schedule imports waited for the next unrelated edit."""
+    from conftest import tiny_conv_workload
+
+    workload = tiny_conv_workload(tiny_copy)
+    helper = tiny_copy.root / "schedules" / "tiling_factor.py"
+    helper.parent.mkdir(parents=True, exist_ok=True)
+    helper.write_text("FACTOR = 8\n")
+    schedule = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    schedule.write_text(
+        "from tiling_factor import FACTOR\n\n\ndef schedule(sch):\n"
+        "    block = sch.get_sblock('conv2d_NCHWc')\n"
+        "    n, f, y, x, fb, rc, ry, rx = sch.get_loops(block)\n"
+        "    outer, inner = sch.split(x, factors=[None, FACTOR])\n"
+        "    sch.reorder(n, f, y, rc, ry, rx, outer, inner, fb)\n")
+    w = Watcher(tiny_copy)
+    try:
+        first = w.wait_for("watching ...")
+        helper.write_text("FACTOR = 4\n")
+        second = w.wait_for("watching ...", after=first + 1, timeout=60)
+        assert f".  lower:tiny/{workload}" in w.lines[first + 1:second], w.lines
+    finally:
+        w.proc.send_signal(signal.SIGINT)
+        w.proc.wait(timeout=30)

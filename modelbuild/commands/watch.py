@@ -20,9 +20,27 @@ from .output import console
 from .workspace import resolve_model
 
 
+def _helper_candidates(project: Project) -> list[Path]:
+    """Every module a Python schedule may import as a helper from outside its model's folder
+    (README, Python schedules): ``schedules/name.py`` and the packages in ``schedules/``,
+    ``name.py`` and the packages beside ``dodo.py``. An edit of one reruns the build, whose
+    steps decide which lower it concerns (those importing it); the others are no-ops."""
+    found = []
+    for folder in (project.root / "schedules", project.root):
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            if entry.suffix == ".py" and entry.name != "dodo.py":
+                found.append(entry)
+            elif (entry / "__init__.py").is_file() and entry.name not in ("build", "models"):
+                found += sorted(entry.rglob("*.py"))
+    return found
+
+
 def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     """mtime and size of every input of the model a user edits: its declaration and the
-    files it names (an ONNX file outside models/ too), and its records."""
+    files it names (an ONNX file outside models/ too), its records, and with a Python
+    schedule among them the helper modules it may import from the project."""
     paths = list(project.models_dir.glob(f"{model}.*"))
     try:
         spec = models.discover_all(project.models_dir)[0].get(model)
@@ -33,6 +51,8 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     records = project.model(model).records_dir
     if records.is_dir():
         paths += [p for p in records.iterdir() if p.suffix in (".json", ".py")]
+        if any(p.suffix == ".py" for p in paths):
+            paths += _helper_candidates(project)
     stamps = {}
     for p in paths:
         try:

@@ -99,12 +99,14 @@ def _discard(db, err: Exception) -> None:
         pass
     db._dirty = set()
     path = Path(db.name)
+    removed = True
     for stale in (path, path.with_name(path.name + "-journal")):
         try:
             stale.unlink(missing_ok=True)
         except OSError:
-            pass
+            removed = False
+    then = ("the file is removed, and the next run checks every step against its own stamps"
+            if removed else "nor remove it (a read-only folder?): the next run may redo a link")
     sys.stderr.write(f"warning: doit could not save what it knows of this run in "
-                     f"{path.parent.name}/{path.name} ({err}); the file is removed, and the "
-                     "next run checks every step against its own stamps (what was built is "
+                     f"{path.parent.name}/{path.name} ({err}); {then} (what was built is "
                      "kept)\n")
