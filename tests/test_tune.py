@@ -89,3 +89,16 @@ def test_keep_if_faster_leaves_out_a_slower_record_and_keeps_a_faster_one(tmp_pa
     slow, fast = report["timings"][REPEATED], report["timings"][ONCE]
     assert slow["record_ms"] > slow["default_ms"] and fast["record_ms"] < fast["default_ms"]
     assert not fresh.record("rep", REPEATED).exists() and fresh.record("rep", ONCE).exists()
+
+
+def test_resume_for_other_workloads_counts_only_their_trials(tmp_path):
+    """--resume counted every trial of the database: after a tune of one workload, a resumed
+    tune of another tuned nothing (exit 0), and called the first one 'not in the model'."""
+    project = make_project(tmp_path / "proj", {"rep": repeated_conv_model()})
+    cli(project, "tune", "rep", "--workload", ONCE, "--total-trials", "2", "--no-keep-if-faster")
+    proc = cli(project, "tune", "rep", "--workload", REPEATED, "--resume", "--total-trials", "2",
+               "--no-keep-if-faster", "--json")
+    report = json.loads(proc.stdout)
+    assert "resuming: 0 trials there already" in proc.stderr, proc.stderr
+    assert report["tuning"]["trials"] == {REPEATED: 2}, report["tuning"]
+    assert report["written"] == [REPEATED] and report["unmatched"] == [], report

@@ -104,14 +104,16 @@ def _chosen(args, ws, funcs: dict, calls: dict, out) -> dict:
 
 def _budget(args, work_dir: Path, chosen: dict) -> tuple[int, int | None, int]:
     """(total trials, per-workload cap, trials already in the database with --resume)."""
+    from ..schedules import msdb
     from ..schedules import tune as tuning
 
     total, per = ((args.trials * len(chosen), args.trials) if args.trials is not None
                   else (args.total_trials, None))
-    already = tuning.measured_so_far(work_dir) if args.resume else 0
-    if args.resume and not already:
+    if args.resume and not tuning.measured_so_far(work_dir):
         raise BuildError(f"--resume: no tuning database with trials in {work_dir}",
                          hint="tune without --resume to start one (--work-dir names another)")
+    # the trials of these workloads: another tune's of other workloads are not theirs
+    already = msdb.trials_for(work_dir, chosen) if args.resume else 0
     return total, per, already
 
 
@@ -246,7 +248,7 @@ def run(args) -> int:
     measured = (_tune(chosen, spec, work_dir, budget, calls, args, out, place)
                 if total > already else {})
     seconds = time.perf_counter() - start
-    report = msdb.import_database(work_dir, args.model, chosen, project.model(args.model),
+    report = msdb.import_database(work_dir, args.model, funcs, project.model(args.model),
                                   source="tuned", only=set(chosen),
                                   keep_if_faster=spec if args.keep_if_faster else None)
     summary = _summary(measured, calls, chosen, seconds, place, spec, already)

@@ -104,6 +104,17 @@ def _open(work_dir: Path, validated: bool = False):
                                              "(a hand-edited line may be the cause)") from None
 
 
+def _know(db, func, matched: set) -> None:
+    """Add the database's workload of ``func`` (if it has one) to ``matched``."""
+    import tvm_ffi
+
+    from ..core.workloads import normalize
+
+    mod = normalize(func)
+    if db.has_workload(mod):
+        matched.add(tvm_ffi.structural_hash(db.commit_workload(mod).mod))
+
+
 def _pick(db, candidates: list, matched: set):
     """(compute, func, tuning record) of the fastest record the database has for one of a
     workload's computes (``candidates``: (compute, func), direct first: it wins ties);
@@ -129,6 +140,21 @@ def _pick(db, candidates: list, matched: set):
     return min(found)[2:] if found else (None, None, None)
 
 
+def trials_for(work_dir: Path, funcs: dict) -> int:
+    """How many trials the database in ``work_dir`` holds for the workloads ``funcs`` (name
+    -> TIR): a resumed tune of some workloads goes on from theirs, not from every trial."""
+    from ..core.workloads import normalize
+
+    db = _open(work_dir)
+    known = []
+    for func in funcs.values():
+        mod = normalize(func)
+        if db.has_workload(mod):
+            known.append(db.commit_workload(mod))
+    return sum(1 for rec in db.get_all_tuning_records()
+               if any(rec.workload.same_as(w) for w in known))
+
+
 def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout,
                     source: str = "tuned", only: set[str] | None = None,
                     keep_if_faster: TargetSpec | None = None,
@@ -152,6 +178,7 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
     matched = set()  # structural hashes of the database workloads the model has
     for name, direct in funcs.items():
         if only is not None and name not in only:
+            _know(db, direct, matched)  # not imported now, but the model's: not "unmatched"
             continue
         picked = _pick(db, [(None, direct), *((c, f) for (w, c), f in
                                               (variant_funcs or {}).items() if w == name)],
