@@ -102,3 +102,34 @@ def test_resume_for_other_workloads_counts_only_their_trials(tmp_path):
     assert "resuming: 0 trials there already" in proc.stderr, proc.stderr
     assert report["tuning"]["trials"] == {REPEATED: 2}, report["tuning"]
     assert report["written"] == [REPEATED] and report["unmatched"] == [], report
+
+
+def test_ctrl_c_in_the_first_round_of_a_local_tune_stops_it_when_the_round_is_saved(tmp_path):
+    """A Ctrl-C raised in the middle of MetaSchedule's C++ ended the process (std::terminate,
+    exit -11) before the first round was saved, with no 'stopped' line."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    project = make_project(tmp_path / "proj", {"rep": repeated_conv_model()})
+    proc = subprocess.Popen([sys.executable, "-m", "modelbuild", "tune", "rep", "--total-trials",
+                             "8", "--no-keep-if-faster"], cwd=project.root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = ""
+    while "tuning 2 workload(s)" not in seen:  # the search has started
+        line = proc.stdout.readline()
+        assert line, seen
+        seen += line
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+    out = seen + proc.communicate(timeout=300)[0]
+    assert proc.returncode == 130, out
+    assert "stopping once the round in progress is measured and saved" in out, out
+    assert "stopped: the " in out and "--resume goes on from there" in out, out
+    resumed = cli(project, "tune", "rep", "--resume", "--total-trials", "8", "--no-keep-if-faster")
+    said = resumed.stdout + resumed.stderr
+    kept = int(said.split("resuming: ")[1].split()[0])
+    assert 0 < kept < 8, said

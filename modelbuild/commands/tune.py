@@ -131,6 +131,8 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
         bar = progress.add_task("tuning", total=total, completed=already)
 
         def on_measured(name, count, fastest):
+            if interrupted:  # MetaSchedule has just saved the round: stop here
+                raise KeyboardInterrupt
             measured[name] = measured.get(name, 0) + count
             if fastest is not None:
                 best[name] = min(best.get(name, fastest), fastest)
@@ -141,7 +143,8 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
                 place["cluster"].live_workers() if place["cluster"] else None))
 
         started = time.perf_counter()
-        with _interrupt_noted() as interrupted:
+        in_process = place["cluster"] is None  # MetaSchedule's own loop, in this process
+        with _interrupt_noted(defer=in_process, say=out.print) as interrupted:
             try:
                 how = {"weights": calls, "max_per_workload": per, "seed": args.seed,
                        "on_measured": on_measured}
@@ -158,14 +161,20 @@ def _tune(chosen, spec, work_dir, budget, calls, args, out, place) -> dict[str, 
 
 
 @contextlib.contextmanager
-def _interrupt_noted():
+def _interrupt_noted(defer: bool = False, say=print):
     """Ctrl-C noted as such: raised inside one of MetaSchedule's Python callbacks, it comes
-    back out of TVM's C++ as a RuntimeError."""
+    back out of TVM's C++ as a RuntimeError. ``defer``: MetaSchedule's search runs in this
+    process, where a KeyboardInterrupt raised in the middle of its C++ ended the process
+    (std::terminate, a segfault); the first Ctrl-C is only noted, and the tune stops when
+    the round in progress is saved (on_measured raises it); a second one stops it at once."""
     interrupted: list[bool] = []
 
     def handler(signum, frame):
         interrupted.append(True)
-        raise KeyboardInterrupt
+        if not defer or len(interrupted) > 1:
+            raise KeyboardInterrupt
+        say("stopping once the round in progress is measured and saved (Ctrl-C again: at "
+            "once, which may lose it)")
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
