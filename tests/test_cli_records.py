@@ -232,3 +232,30 @@ def test_a_database_of_the_wrong_shape_is_named(tiny_copy, tmp_path, workload_li
     proc = cli(tiny_copy, "import", "tiny", str(db), check=False)
     assert proc.returncode == 1 and "internal error" not in proc.stderr, proc
     assert said in proc.stderr and "Traceback" not in proc.stderr, proc
+
+
+def test_a_sampled_decision_a_later_instruction_cannot_follow_is_skipped(tiny_built, monkeypatch):
+    """`sample --compute winograd` ended now and then in an internal error ("The block no
+    longer exists in the IRModule"): a sketch replayed with a sampled decision that breaks a
+    later instruction. Such a sample is skipped, as one the post-processors refuse."""
+    from tvm.s_tir.schedule import Trace
+
+    from modelbuild.core.layout import Project
+    from modelbuild.core.workloads import load_json
+    from modelbuild.schedules import sample
+    from modelbuild.targets import registry
+
+    layout = Project(tiny_built.root).model("tiny")
+    workload = tiny_conv_workload(tiny_built)
+    func = load_json(layout.workload(workload).read_text())
+    replay, calls = Trace.apply_to_schedule, []
+
+    def breaks_every_other(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) % 2:
+            raise ValueError("The block no longer exists in the IRModule")
+        return replay(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trace, "apply_to_schedule", breaks_every_other)
+    found = sample.sample_records(func, workload, registry.resolve("llvm"), 2)
+    assert len(found) == 2 and len(calls) >= 4

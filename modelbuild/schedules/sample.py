@@ -63,9 +63,15 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
         sketch = sketches[attempt % len(sketches)]
         sch = Schedule(mod, seed=tvm_seed(seed + attempt))
         attempt += 1
-        sketch.trace.apply_to_schedule(sch, remove_postproc=True,
-                                       decision_provider=lambda *_: None)
-        if _valid(sch, postprocs):
+        try:
+            sketch.trace.apply_to_schedule(sch, remove_postproc=True,
+                                           decision_provider=lambda *_: None)
+            valid = _valid(sch, postprocs)
+        except (tvm.error.InternalError, ValueError, RuntimeError):
+            # a sampled decision that a later instruction of the sketch cannot follow ("The
+            # block no longer exists in the IRModule"): no variant, as a refused one
+            continue
+        if valid:
             out.append(Record(None, name, structural_hash(func), tuning_target(target_spec),
                               plain(sch.trace.as_json()), None, "sampled", model))
     if len(out) < count:
