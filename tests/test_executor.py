@@ -213,3 +213,20 @@ def test_an_executor_address_where_no_dask_scheduler_listens_is_a_clear_error(ti
         assert f"cannot connect to the executor tcp://127.0.0.1:{port} (not a Dask" in run.output
         assert "Exception ignored" not in run.output, run
     assert took < 120, took  # one wait for the whole build, not one per step
+
+def test_a_second_serve_started_while_the_first_starts_is_refused(tiny_copy):
+    """Two serve started a second apart both passed the 'already runs' check (the address
+    file is written last): the first ran on, unauthenticated, where nothing could find or
+    stop it."""
+    first = subprocess.Popen([sys.executable, "-m", "modelbuild", "serve", "--workers", "1"],
+                             cwd=tiny_copy.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True, text=True)
+    try:
+        assert "starting 1 worker" in first.stdout.readline()  # past the check, still starting
+        second = subprocess.run([sys.executable, "-m", "modelbuild", "serve", "--workers", "1"],
+                                cwd=tiny_copy.root, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert "serve already runs for this project (pid" in second.stderr, second.stderr
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait(60)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core import atomic
 from ..core.errors import BuildError
-from ..graph import executor, tls
+from ..graph import build_lock, executor, tls
 from ..graph.worker import describe
 from . import options
 from .output import console
@@ -133,6 +133,13 @@ def run(args) -> int:
     if running is not None:
         raise BuildError(f"serve already runs for this project (pid {running['pid']}, "
                          f"{running['address']})", hint="`python -m modelbuild serve --stop` ends it")
+    # one serve a project, held until it exits: two started together both passed the check
+    # above (the address file comes last), and the first ran on where nothing could find it
+    lock = project.build_dir / ".serve.lock"
+    if build_lock.hold(lock) is None:
+        raise BuildError(f"serve already runs for this project{build_lock.holder(lock) or ''} "
+                         "(it is still starting)",
+                         hint="`python -m modelbuild serve --status` says when it is ready")
     try:
         import dask
         from distributed import Client, LocalCluster
