@@ -46,6 +46,12 @@ MALFORMED = [
     ["sweep", "tiny", "--workload", "mean", "--variants", "x"],
     ["sweep", "tiny", "--workload", "mean", "--mode", "bogus"],
     ["--project", "/nonexistent", "inspect", "tiny"],
+    # accepted and ignored, or accepted and failed late, before
+    ["tune", "tiny", "--trials", "2", "--total-trials", "4"],
+    ["tune", "tiny", "--rpc", "127.0.0.1:99999", "--key", "k", "--trials", "1"],
+    ["tune", "tiny", "--local", "--per-cpu", "--trials", "1"],
+    ["cache", "clear", "models"], ["cache", "stats", "--max-size", "1G"],
+    ["serve", "--dashboard", "70000"],
 ]
 
 

@@ -41,6 +41,11 @@ def keygen(folder: str | None) -> int:
 
 
 def run(args) -> int:
+    if args.folder is not None and args.action != "keygen":  # `cache clear models` cleared all
+        raise BuildError(f"cache {args.action} takes no folder ({args.folder!r}): only keygen does",
+                         hint=f"python -m modelbuild cache {args.action}")
+    if args.max_size is not None and args.action != "prune":
+        raise BuildError(f"--max-size is for cache prune, not cache {args.action}")
     if args.action == "keygen":
         return keygen(args.folder)
     project = project_of(args)

@@ -119,7 +119,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls", action="store_true",
                    help="TLS with certificates (executor-tls-* settings, else a self-signed one "
                         "made in build/.executor-tls/): only holders of the key can submit work")
-    p.add_argument("--dashboard", type=options.natural, nargs="?", const=8787, metavar="PORT",
+    p.add_argument("--dashboard", type=options.port, nargs="?", const=8787, metavar="PORT",
                    help="start Dask's dashboard on 127.0.0.1:PORT (default 8787); none without")
 
 

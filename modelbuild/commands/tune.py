@@ -62,12 +62,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-workloads", action="store_true",
                    help="tune every workload with a reduction, not only those taking 99%% of "
                         "the time with the default schedule")
-    p.add_argument("--trials", type=options.positive,
-                   help="at most this many measured trials per workload (total: this times the "
-                        "workloads)")
-    p.add_argument("--total-trials", type=options.positive, default=64,
-                   help="measured trials in all, placed by MetaSchedule's gradient task "
-                        "scheduler, workloads weighted by their calls per run (default 64)")
+    budget = p.add_mutually_exclusive_group()  # --total-trials was dropped beside --trials
+    budget.add_argument("--trials", type=options.positive,
+                        help="at most this many measured trials per workload (total: this "
+                             "times the workloads)")
+    budget.add_argument("--total-trials", type=options.positive, default=64,
+                        help="measured trials in all, placed by MetaSchedule's gradient task "
+                             "scheduler, workloads weighted by their calls per run (default 64)")
     p.add_argument("--work-dir", help="MetaSchedule database directory "
                                       "(default: build/<model>/tuning)")
     options.target(p)
@@ -211,6 +212,8 @@ def _rpc_place(args) -> dict | None:
 
 def _place(args, ws) -> dict:
     """Where the search runs: the executor's workers (a chunk each), or this machine."""
+    if args.local and args.per_cpu:
+        raise BuildError("--per-cpu is for a cluster's workers; --local tunes on this machine")
     cluster = None if args.local else tune_cluster.connect(ws.project, ws.spec, args.per_cpu)
     if cluster is None:
         return {"cluster": None, "builder": None, "runner": None, "where": "this machine"}

@@ -26,8 +26,9 @@ SESSION_TIMEOUT = 60
 
 def parse_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise BuildError(f"--rpc expects HOST:PORT (the tracker's), not '{text}'")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BuildError(f"--rpc expects HOST:PORT (the tracker's; a port from 1 to 65535), "
+                         f"not '{text}'")
     return host, int(port)
 
 
