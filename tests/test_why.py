@@ -75,6 +75,8 @@ def test_why_names_a_target_change(tiny_copy):
     assert verdicts
     for v in verdicts:
         assert "target changed (llvm -> c)" in " ".join(v["reasons"]), v
+        # the other target's own modules are no edit of modelbuild's code
+        assert "modelbuild's code" not in " ".join(v["reasons"]), v
     workload = tiny_conv_workload(tiny_copy)
     assert {"partition:tiny", f"lower:tiny/{workload}", "link:tiny"} <= _predicted(verdicts, "run")
     _assert_doit_agrees(tiny_copy, verdicts, "target=c")

@@ -33,7 +33,8 @@ def config_changes(old: dict | None, new: dict, step: str) -> list[str]:
         if old.get(k) == new.get(k):
             continue
         if k == "code":
-            out.append(f"modelbuild's code for {step} changed (an upgrade or a local edit)")
+            if old.get("target") == new.get("target"):  # else: the other target's own code
+                out.append(f"modelbuild's code for {step} changed (an upgrade or a local edit)")
         elif k == "target":
             out.append(_target_change(old.get(k), new.get(k)))
         elif k == "tvm":
@@ -122,7 +123,8 @@ def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[st
     out = config_changes(old.get("config"), inputs["config"], "partition")
     was, now = old.get("sources") or {}, inputs["sources"]
     for role in ("declaration", "onnx"):
-        if (was.get(role) or {}).get("sha256") != now[role]["sha256"]:
+        if (was.get(role) or {}).get("sha256") != now[role]["sha256"] \
+                and f"{now[role]['file']} changed" not in out:  # a model that is its .onnx
             out.append(f"{now[role]['file']} changed")
     if ("declared_inputs" in old and old["declared_inputs"] != inputs.get("declared_inputs")
             and (was.get("declaration") or {}).get("sha256") == now["declaration"]["sha256"]):
