@@ -257,3 +257,15 @@ def test_output_piped_into_a_reader_that_stops_early_is_no_error(tiny_built):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "internal error" not in err and "Traceback" not in err and "Exception" not in err, err
+
+
+def test_doit_list_piped_into_a_reader_that_stops_early_ends_as_unix_tools_do(tiny_built):
+    """`doit list | head -1` printed doit's BrokenPipeError traceback (exit 3)."""
+    read, write = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "doit", "list", "--all"], cwd=tiny_built.root,
+                            stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    os.close(read)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == -13, err  # ended by SIGPIPE, as `ls | head` ends ls
+    assert "Traceback" not in err, err

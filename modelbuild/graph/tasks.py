@@ -21,6 +21,7 @@ actions (here or on an executor) executor_steps.py.
 from __future__ import annotations
 
 import functools
+import signal
 from pathlib import Path
 
 from doit.loader import create_after
@@ -232,6 +233,9 @@ def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> 
 
 # -- the task creators dodo.py exposes ----------------------------------------------
 
+_PRINTING_COMMANDS = ("list", "info", "help", "dumpdb", "tabcompletion")
+
+
 class BuildGraph:
     """The task creators of one doit invocation, over the project at ``root``.
 
@@ -247,6 +251,10 @@ class BuildGraph:
         interrupts.quiet_exit()  # from here on, a Ctrl-C is one line, not doit's traceback
         doit_workers.watch_workers()  # doit -n N: a worker that dies stops the build
         doit_state.save_quietly()  # doit's state unsaved (a full disk): a warning
+        if self.requested[:1] and self.requested[0] in _PRINTING_COMMANDS:
+            # `doit list | head`: end as Unix tools do when the reader goes, not with doit's
+            # BrokenPipeError traceback (these commands write nothing else, talk to no one)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
     @functools.cached_property
     def context(self) -> Context:
