@@ -16,6 +16,7 @@ from conftest import (assert_close, cli, make_project, model_inputs, patched_env
                       run_library, tiny_conv_workload)
 from onnx_models import tiny_model
 
+from modelbuild.core import regular_file
 from modelbuild.core.layout import Project as Layout
 from modelbuild.graph import fingerprint
 from modelbuild.graph.cache import Cache
@@ -125,6 +126,8 @@ def test_lower_reads_its_workload_and_record_once_and_is_given_what_it_read(
         return data
 
     monkeypatch.setattr(Path, "read_bytes", counting)
+    # built files (the workload's TIR) are read through regular_file: counted the same
+    monkeypatch.setattr(regular_file, "read_bytes", counting)
     monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("read as text"))
     monkeypatch.setattr(records, "parse", functools.partial(_counted, records.parse, reads))
     inputs = fingerprint.lower_inputs({"c": 1}, layout, "w")

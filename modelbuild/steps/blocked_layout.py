@@ -14,7 +14,6 @@ TVM's ``LegalizeOps`` refuses blocked conv2d; ``legalize_map`` gives it
 
 from __future__ import annotations
 
-import functools
 import re
 
 _BLOCKED = re.compile(r"^NCHW(\d+)c$")
@@ -42,38 +41,10 @@ def convert(mod, block: int):
         return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]}
 
     try:
-        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(positive_axes(mod))
+        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(mod)
     except (tvm.error.InternalError, RuntimeError, ValueError) as err:
         say_unblocked(f"TVM's ConvertLayout cannot carry this graph in NCHW{block}c", err)
         return mod
-
-
-def positive_axes(mod):
-    """``mod`` with each concat's negative axis written as the positive one: ConvertLayout
-    carries ``concat(axis=-3)`` of NCHW (the channels, as ONNX writes them) into NCHW{b}c as
-    axis 2 of the five, the rows: a library with other numbers, or none at all."""
-    from ..steps.graph_passes import function_pass
-
-    return function_pass("PositiveAxes", _positive_axes_class, lambda m: m)(mod)
-
-
-@functools.cache
-def _positive_axes_class():
-    import tvm
-    from tvm import relax
-    from tvm.relax.expr_functor import PyExprMutator, mutator
-
-    @mutator
-    class PositiveAxes(PyExprMutator):
-        def visit_call_(self, call):
-            call = self.builder_.normalize(super().visit_call_(call))
-            if (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.concat"
-                    and call.attrs.axis is not None and int(call.attrs.axis) < 0):
-                axis = int(call.attrs.axis) + call.ty.ndim
-                return self.builder_.normalize(relax.op.concat(call.args[0], axis=axis))
-            return call
-
-    return PositiveAxes
 
 
 def say_unblocked(what: str, err: Exception) -> None:

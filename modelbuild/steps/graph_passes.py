@@ -445,7 +445,8 @@ def pipeline(block: int | None) -> list:
         "SimplifyGraph": simplify_graph() if block is None else tvm.transform.Sequential(
             [simplify_graph(), fold_constants()]),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
-            [_as_pass(lambda mod: blocked_layout.convert(mod, block), "ConvertLayoutBlocked"),
+            [_as_pass(lambda mod: blocked_layout.convert(positive_axes(mod), block),
+                      "ConvertLayoutBlocked"),
              fold_constants()]),
         "LegalizeOps": t.LegalizeOps() if block is None else
         t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map(block)),
@@ -455,6 +456,33 @@ def pipeline(block: int | None) -> list:
         "FuseTIR": tvm.transform.Sequential([t.FuseTIR(), short_workload_names()]),
     }
     return [(name, passes[name]) for name in PASSES]
+
+
+def positive_axes(mod):
+    """``mod`` with each concat's negative axis written as the positive one, for
+    blocked_layout.convert: ConvertLayout carries ``concat(axis=-3)`` of NCHW (the channels,
+    as ONNX writes them) into NCHW{b}c as axis 2 of the five, the rows: a library with
+    other numbers, or none at all."""
+    return function_pass("PositiveAxes", _positive_axes_class, lambda m: m)(mod)
+
+
+@functools.cache
+def _positive_axes_class():
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class PositiveAxes(PyExprMutator):
+        def visit_call_(self, call):
+            call = self.builder_.normalize(super().visit_call_(call))
+            if (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.concat"
+                    and call.attrs.axis is not None and int(call.attrs.axis) < 0):
+                axis = int(call.attrs.axis) + call.ty.ndim
+                return self.builder_.normalize(relax.op.concat(call.args[0], axis=axis))
+            return call
+
+    return PositiveAxes
 
 
 def _as_pass(function, name: str):
