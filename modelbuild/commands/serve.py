@@ -136,10 +136,12 @@ def run(args) -> int:
     # one serve a project, held until it exits: two started together both passed the check
     # above (the address file comes last), and the first ran on where nothing could find it
     lock = project.build_dir / ".serve.lock"
-    if build_lock.hold(lock) is None:
+    try:
+        build_lock.hold(lock)  # held until serve exits
+    except build_lock.Busy:
         raise BuildError(f"serve already runs for this project{build_lock.holder(lock) or ''} "
                          "(it is still starting)",
-                         hint="`python -m modelbuild serve --status` says when it is ready")
+                         hint="`python -m modelbuild serve --status` says when it is ready") from None
     try:
         import dask
         from distributed import Client, LocalCluster

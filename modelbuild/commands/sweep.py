@@ -433,11 +433,13 @@ def run(args) -> int:
     sweep = Sweep(project, args.model, workloads, steps, args.mode, choice, args.runs,
                   args.warmup, args.by)
     lock = build_lock.sweep_lock_file(project, args.model)
-    if build_lock.hold(lock) is None:  # its variants would be taken for the user's records
+    try:
+        build_lock.hold(lock)  # held to the end: its variants would pass for the user's records
+    except build_lock.Busy:
         raise BuildError(f"another sweep of {args.model} runs in this project"
                          f"{build_lock.holder(lock) or ''}: the active records are its "
                          "variants until it ends and restores them",
-                         hint="wait for it to end, then sweep")
+                         hint="wait for it to end, then sweep") from None
     then = "select the fastest" if args.select_fastest else "restore the active records"
     out.print(f"sweep {args.model}: {len(steps)} builds "
               f"({plan_size_text(steps, workloads, args.mode)}), "

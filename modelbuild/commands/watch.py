@@ -14,33 +14,17 @@ from pathlib import Path
 from ..core import manifest, models
 from ..core.errors import BuildError
 from ..core.layout import Project
+from ..schedules import python_schedule
 from ..targets import registry
 from . import options
 from .output import console
 from .workspace import resolve_model
 
 
-def _helper_candidates(project: Project) -> list[Path]:
-    """Every module a Python schedule may import as a helper from outside its model's folder
-    (README, Python schedules): ``schedules/name.py`` and the packages in ``schedules/``,
-    ``name.py`` and the packages beside ``dodo.py``. An edit of one reruns the build, whose
-    steps decide which lower it concerns (those importing it); the others are no-ops."""
-    found = []
-    for folder in (project.root / "schedules", project.root):
-        if not folder.is_dir():
-            continue
-        for entry in folder.iterdir():
-            if entry.suffix == ".py" and entry.name != "dodo.py":
-                found.append(entry)
-            elif (entry / "__init__.py").is_file() and entry.name not in ("build", "models"):
-                found += sorted(entry.rglob("*.py"))
-    return found
-
-
 def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
     """mtime and size of every input of the model a user edits: its declaration and the
-    files it names (an ONNX file outside models/ too), its records, and with a Python
-    schedule among them the helper modules it may import from the project."""
+    files it names (an ONNX file outside models/ too), its records, and the helper modules
+    its Python schedules import."""
     paths = list(project.models_dir.glob(f"{model}.*"))
     try:
         spec = models.discover_all(project.models_dir)[0].get(model)
@@ -50,9 +34,14 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
         paths += spec.source_files()
     records = project.model(model).records_dir
     if records.is_dir():
-        paths += [p for p in records.iterdir() if p.suffix in (".json", ".py")]
-        if any(p.suffix == ".py" for p in paths):
-            paths += _helper_candidates(project)
+        found = [p for p in records.iterdir() if p.suffix in (".json", ".py")]
+        paths += found
+        for schedule in (p for p in found if p.suffix == ".py"):
+            try:  # the helper modules it imports, found as the build finds them
+                helpers = python_schedule.read_helpers(schedule, schedule.read_bytes())
+            except OSError:
+                continue
+            paths += [file for file, _ in helpers.values()]
     stamps = {}
     for p in paths:
         try:

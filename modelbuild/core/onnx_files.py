@@ -4,11 +4,10 @@ tensor data (imports onnx, never TVM)."""
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import regular_file
 from .digest import bytes_digest
 from .errors import BuildError
 
@@ -72,12 +71,11 @@ def inside(folder: Path, location: str) -> Path:
 def read_regular(path: Path) -> bytes:
     """A regular file's bytes; a folder, a pipe or a device is refused (reading a pipe waits
     forever, /dev/zero never ends). FileNotFoundError when it is missing."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BuildError("not a regular file (a folder, a pipe or a device)", file=path,
-                             hint="the model's files must be ordinary files")
-        return f.read()
+    try:
+        return regular_file.read_bytes(path)
+    except regular_file.NotRegular:
+        raise BuildError("not a regular file (a folder, a pipe or a device)", file=path,
+                         hint="the model's files must be ordinary files") from None
 
 
 def load(source: ModelBytes):

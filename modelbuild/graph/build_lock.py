@@ -26,6 +26,11 @@ def lock_file(project: Project, model: str) -> Path:
     return project.build_dir / f".{model}.lock"
 
 
+def sweep_lock_file(project: Project, model: str) -> Path:
+    """A sweep's hold on a model's active records."""
+    return project.build_dir / f".{model}.sweep.lock"
+
+
 class ModelLocks:
     """The locks one doit run holds."""
 
@@ -38,31 +43,11 @@ class ModelLocks:
         explains a wait. A build folder where no lock file can be made is left unlocked:
         the run then fails on its first write, saying why."""
         for model in sorted(models):
-            path = lock_file(project, model)
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say(f"modelbuild: waiting for another doit run building {model} in this "
-                    f"project{_holder(fd)} to finish\n")
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                except BaseException:  # Ctrl-C while waiting
-                    os.close(fd)
-                    raise
-            except OSError:  # a file system without locks: as before, unlocked
-                os.close(fd)
-                continue
-            try:  # who holds it, for the message of the next one to wait
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, str(os.getpid()).encode(), 0)
-            except OSError:
-                pass
-            self._fds.append(fd)
+            fd = _take(lock_file(project, model), wait=lambda fd, m=model: say(
+                f"modelbuild: waiting for another doit run building {m} in this "
+                f"project{_holder(fd)} to finish\n"))
+            if fd is not None:
+                self._fds.append(fd)
 
     def release(self) -> None:
         for fd in self._fds:
@@ -73,42 +58,14 @@ class ModelLocks:
         self._fds = []
 
 
-def _holder(fd: int) -> str:
-    try:
-        pid = os.pread(fd, 32, 0).decode().strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-    return f" (pid {pid})" if pid.isdigit() else ""
-
-
-# -- a sweep's hold on a model's active records -----------------------------------------
-
-def sweep_lock_file(project: Project, model: str) -> Path:
-    return project.build_dir / f".{model}.sweep.lock"
+class Busy(Exception):
+    """Another process holds the lock."""
 
 
 def hold(path: Path) -> int | None:
-    """An exclusive lock on ``path`` for this process (the open fd, closed at exit), or None
-    when another process holds it. A folder where none can be made: no lock (0)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
-        return 0
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except OSError:
-        os.close(fd)
-        return 0
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-    except OSError:
-        pass
-    return fd
+    """An exclusive lock on ``path`` for this process (the open fd, closed at exit; None
+    where no lock file can be made), or Busy when another process holds it."""
+    return _take(path, wait=None)
 
 
 def holder(path: Path) -> str | None:
@@ -126,3 +83,43 @@ def holder(path: Path) -> str | None:
     finally:
         os.close(fd)  # a lock taken here to look goes with it
     return None
+
+
+def _take(path: Path, wait) -> int | None:
+    """The fd of ``path`` exclusively locked, its holder's pid written in it. Held by
+    another process: ``wait(fd)`` is called and the lock waited for, or, without ``wait``,
+    Busy. None where no lock can be had (a folder that takes no file, a file system
+    without locks): as before locks, unlocked."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if wait is None:
+                raise Busy(path) from None
+            wait(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        return None
+    except BaseException:  # Busy, or Ctrl-C while waiting
+        os.close(fd)
+        raise
+    try:  # who holds it, for the message of the next one to wait
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass
+    return fd
+
+
+def _holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""
