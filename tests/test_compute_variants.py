@@ -276,3 +276,24 @@ def test_the_winograd_compute_reads_inside_its_buffers_whatever_the_output_size(
         for j in range(3):
             direct += np.einsum("nchw,oc->nohw", padded[:, :, i:i + h, j:j + w], k[:, :, i, j])
     np.testing.assert_allclose(y.numpy(), direct, rtol=1e-3, atol=1e-3 * np.abs(direct).max())
+
+
+@pytest.mark.parametrize("compute", ["direct", "winograd"])
+def test_one_seed_samples_the_same_records_every_time(tiny_built, compute):
+    """`sample --seed S` is a reproducible command: the design space it samples from was
+    drawn with a random state of its own, so one seed gave other records (or none) from
+    one run to the next."""
+    import tvm
+
+    from modelbuild.schedules import sample
+    from modelbuild.targets import registry
+
+    workload = tiny_conv_workload(tiny_built)
+    folder = tiny_built.root / "build" / MODEL / "partition"
+    tir = (folder / "computes" / f"{workload}@winograd.json" if compute == "winograd"
+           else folder / "workloads" / f"{workload}.json")
+    func = tvm.ir.load_json(tir.read_text())
+    drawn = {json.dumps([r.to_json() for r in sample.sample_records(
+        func, workload, registry.resolve("llvm"), 3, seed=5, model=MODEL)], sort_keys=True)
+        for _ in range(16)}
+    assert len(drawn) == 1, f"{len(drawn)} different sets of records from one seed"

@@ -53,8 +53,12 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
     intrinsics.load_for(target_spec.kind)
     mod = normalize(func)
     target = tvm.target.Target(tuning_target(target_spec))
+    # The design space itself is drawn with the context's random state (which blocks a
+    # sketch moves, and where, differ from one draw to another): a state drawn at random
+    # made one --seed give other records, or fail, in another process. Seeded here, one
+    # seed gives the same records everywhere.
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
-                         task_name=name, num_threads=1)
+                         task_name=name, num_threads=1, rand_state=tvm_seed(seed))
     sketches = ctx.space_generator.generate_design_space(mod)
     postprocs = ctx.space_generator.postprocs
     out: list[Record] = []
