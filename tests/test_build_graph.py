@@ -214,3 +214,22 @@ def test_a_link_leaves_another_process_s_temporary_files_and_removes_abandoned_o
     assert tiny_copy.doit("build:tiny").ran == {"link:tiny"}
     assert writing.is_file()
     assert not abandoned.exists() and not orphan.exists()
+
+
+def test_runs_with_a_reporter_of_the_user_s_choice_take_turns_too(tiny_built, tmp_path):
+    """The model's lock was taken by modelbuild's reporter only: with doit's own
+    (`--reporter console`), two runs in two layouts wrote the same files at once."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    nchw, blocked = _at_once(project, ["--reporter", "console", "build:tiny", "layout=NCHW"],
+                             ["--reporter", "console", "build:tiny"], after=".  partition:tiny")
+    assert WAITED in blocked and ".  partition:tiny" in blocked, blocked
+    assert project.objects("tiny") == tiny_built.objects("tiny")
+    x = model_inputs(project.root, "tiny")
+    assert_close(run_library(project.library("tiny"), x),
+                 run_library(tiny_built.library("tiny"), x), rel=0)
+    # and `doit -n 2` with it: the workers do not wait for their own run's lock
+    project.library("tiny").unlink()
+    for p in (project.root / "build" / "tiny" / "objects").glob("*.o"):
+        p.unlink()
+    run = project.doit("-n", "2", "--reporter", "console", "build:tiny")
+    assert project.objects("tiny") == tiny_built.objects("tiny"), run.output

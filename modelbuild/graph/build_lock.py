@@ -11,12 +11,19 @@ outputs: up to date when it asked for the same, rebuilt when it asked for someth
 Runs that build other models do not wait for each other.
 
 With ``doit -n N`` the workers, forked after the lock was taken, share it.
+
+A reporter the user chose (``doit --reporter json``) takes no lock: so each step's first
+uptodate check (``Held``) takes its model's lock where this process does not hold it yet,
+and keeps it to the process's end. doit checks every task before it runs it, in its main
+process, so that lock too is taken before anything is restored or built. What this
+process holds is kept in ``_HELD`` (a lock belongs to the process, as its fds do).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import sys
 from pathlib import Path
 
 from ..core.layout import Project
@@ -43,19 +50,60 @@ class ModelLocks:
         explains a wait. A build folder where no lock file can be made is left unlocked:
         the run then fails on its first write, saying why."""
         for model in sorted(models):
-            fd = _take(lock_file(project, model), wait=lambda fd, m=model: say(
-                f"modelbuild: waiting for another doit run building {m} in this "
-                f"project{_holder(fd)} to finish\n"))
+            path = lock_file(project, model)
+            if _key(path) in _HELD:
+                continue
+            fd = _take(path, wait=_waiting(model, say))
             if fd is not None:
                 self._fds.append(fd)
+                _HELD[_key(path)] = fd
 
     def release(self) -> None:
         for fd in self._fds:
+            for path in [p for p, held in _HELD.items() if held == fd]:
+                del _HELD[path]
             try:
                 fcntl.flock(fd, fcntl.LOCK_UN)  # for the forked workers' copies too
             finally:
                 os.close(fd)
         self._fds = []
+
+
+_HELD: dict[str, int] = {}  # lock file (real path) -> fd: the model locks this process holds
+
+
+def _key(path: Path) -> str:
+    # one lock file named two ways (a symlinked folder) is one lock: a second flock of it
+    # from this process would wait for this process
+    return os.path.realpath(path)
+
+
+def _waiting(model: str, say):
+    return lambda fd: say(f"modelbuild: waiting for another doit run building {model} in "
+                          f"this project{_holder(fd)} to finish\n")
+
+
+class Held:
+    """doit ``uptodate`` callable, first of a model's step: takes the model's lock where this
+    process does not hold it (a run with a reporter of the user's choice), waiting as the
+    reporter would. Has no say in whether the task is up to date (returns None)."""
+
+    def __init__(self, project: Project, model: str):
+        self.path = _key(lock_file(project, model))
+        self.model = model
+
+    def __call__(self):
+        if self.path in _HELD:
+            return None
+        try:
+            fd = _take(Path(self.path), wait=None)
+        except Busy:
+            if _holder_pid(self.path) in (os.getpid(), os.getppid()):
+                return None  # this process, or a `doit -n` worker's main process, took it
+            fd = _take(Path(self.path), wait=_waiting(self.model, sys.stderr.write))
+        if fd is not None:
+            _HELD[self.path] = fd  # held until this process ends
+        return None
 
 
 class Busy(Exception):
@@ -115,6 +163,15 @@ def _take(path: Path, wait) -> int | None:
     except OSError:
         pass
     return fd
+
+
+def _holder_pid(path: str) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            text = f.read(32).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _holder(fd: int) -> str:

@@ -34,7 +34,8 @@ from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
 from ..schedules.active import located
 from ..steps import codegen, link, partition
-from . import bench_task, doit_state, doit_workers, fingerprint, interrupts, link_check, model_errors
+from . import (bench_task, build_lock, doit_state, doit_workers, fingerprint, interrupts,
+               link_check, model_errors)
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
@@ -91,7 +92,7 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
         doc=f"partition {spec.name}",
         actions=[(step, [cached.build, partition.run, spec, layout, ctx.target])],
         targets=[str(layout.manifest), *map(str, outputs)],
-        uptodate=[Uptodate(cached)],
+        uptodate=[build_lock.Held(ctx.project, spec.name), Uptodate(cached)],
         clean=[_clean_with_stamp],
     )
 
@@ -116,7 +117,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
                                  ctx.target])],
                 targets=[str(layout.lowered(w.name))],
-                uptodate=[Uptodate(lowered)],
+                uptodate=[build_lock.Held(ctx.project, model), Uptodate(lowered)],
                 clean=[_clean_with_stamp],
             )
         compiled = codegen_step(ctx, model, w.name)
@@ -131,7 +132,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                                  compiled.output, ctx.target])],
                 task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
-                uptodate=[Uptodate(compiled)],
+                uptodate=[build_lock.Held(ctx.project, model), Uptodate(compiled)],
                 clean=[_clean_with_stamp],
             )
         objects.append(compiled.output)
@@ -146,7 +147,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                      (_remove_others, [layout, {w.name for w in man.workloads}])],
             file_dep=[str(p) for p in [*objects, *graph]],
             targets=[str(layout.library)],
-            uptodate=[config_changed(link_config),
+            uptodate=[build_lock.Held(ctx.project, model), config_changed(link_config),
                       link_check.LibraryIntact(layout.library, (*objects, *graph))],
             clean=[_clean_with_stamp],
         )
