@@ -233,3 +233,23 @@ def test_runs_with_a_reporter_of_the_user_s_choice_take_turns_too(tiny_built, tm
         p.unlink()
     run = project.doit("-n", "2", "--reporter", "console", "build:tiny")
     assert project.objects("tiny") == tiny_built.objects("tiny"), run.output
+
+
+def test_why_neither_waits_for_a_build_in_progress_nor_holds_up_the_next(tiny_copy):
+    """why reads doit's verdict of link through the task's uptodate checks, one of which
+    takes the model's lock: why (which writes nothing) must not take it."""
+    holder = subprocess.Popen(  # holds the lock as a build in progress does
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from modelbuild.core.layout import Project; from modelbuild.graph import build_lock; "
+         "build_lock.hold(build_lock.lock_file(Project(Path.cwd()), 'tiny')); "
+         "print('held', flush=True); time.sleep(600)"],
+        cwd=tiny_copy.root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny"],
+                              cwd=tiny_copy.root, capture_output=True, text=True, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0 and "waiting" not in proc.stderr, proc.stderr
+    assert "nothing will run" in proc.stdout, proc.stdout

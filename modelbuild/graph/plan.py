@@ -19,7 +19,7 @@ import msgpack
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
-from . import doit_state, fingerprint, link_check
+from . import build_lock, doit_state, fingerprint, link_check
 from .cached_step import CURRENT, RESTORE, RUN, Decision
 from .context import Context, load_context
 from .partition_output import MANIFEST
@@ -55,6 +55,9 @@ def _doit_status(project: Project, task):
     db = project.build_dir / ".doit.db"
     if not db.is_file() or doit_state.problem(db) is not None:  # the build sets it aside
         return None
+    # the model's lock is a build's (build_lock.Held): why, which writes nothing, neither
+    # takes it nor waits for a build that holds it
+    task.uptodate = [u for u in task.uptodate if not isinstance(u[0], build_lock.Held)]
     dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
     try:
         return dep.get_status(task, {task.name: task}, get_log=True)
