@@ -297,3 +297,23 @@ def test_one_seed_samples_the_same_records_every_time(tiny_built, compute):
         func, workload, registry.resolve("llvm"), 3, seed=5, model=MODEL)], sort_keys=True)
         for _ in range(16)}
     assert len(drawn) == 1, f"{len(drawn)} different sets of records from one seed"
+
+
+def test_sample_of_a_compute_reads_the_partition_of_the_layout_it_samples_for(tiny_copy,
+                                                                               tiny_built):
+    """With build/ partitioned in another layout (or for an older model), `sample --compute`
+    partitions privately, as the direct compute does, but read the compute's TIR from build/:
+    "no compute 'winograd'", or records of the other model's TIR, with exit 0."""
+    from conftest import cli
+
+    from modelbuild.core.workloads import load_json, structural_hash
+
+    tiny_copy.doit(f"build:{MODEL}", "layout=NCHW")
+    workload = tiny_conv_workload(tiny_built)  # the blocked layout's, which sample builds
+    cli(tiny_copy, "sample", MODEL, workload, "--compute", "winograd", "-n", "1", "--seed", "3")
+    variant = json.loads((tiny_copy.root / "schedules" / MODEL / "variants" / workload
+                          / "1.json").read_text())
+    tir = (tiny_built.root / "build" / MODEL / "partition" / "computes"
+           / f"{workload}@winograd.json")
+    assert variant["compute"] == "winograd"
+    assert variant["workload_hash"] == structural_hash(load_json(tir.read_text()))

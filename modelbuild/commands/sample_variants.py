@@ -24,18 +24,20 @@ def arguments(p: argparse.ArgumentParser) -> None:
     options.target(p)
 
 
-def compute_func(ws, workload: str, compute: str):
-    """The TIR of ``compute`` of ``workload``; BuildError (one line) when it has none."""
+def compute_func(part, workload: str, compute: str):
+    """The TIR of ``compute`` of ``workload`` in the partition ``part`` (the build's, or a
+    private one when the build's is not current for this target and layout: build/ may
+    hold another layout's workloads); BuildError (one line) when it has none."""
     import tvm
 
     from ..core.errors import BuildError
     from ..schedules.compute_record import computes
 
-    have = computes(ws.layout, workload)
+    have = computes(part.layout, workload)
     if compute not in have:
         raise BuildError(f"no compute '{compute}'; its computes: "
                          f"{', '.join(have)}", workload=workload)
-    return tvm.ir.load_json(ws.layout.workload(workload, compute).read_text())
+    return tvm.ir.load_json(part.layout.workload(workload, compute).read_text())
 
 
 def run(args) -> int:
@@ -43,11 +45,12 @@ def run(args) -> int:
 
     requires.require(requires.SAMPLING, "sampling schedule variants")
     ws = resolve_model(args)
-    project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
+    project, spec, part = ws.project, ws.spec, ws.partitioned()
+    funcs = part.functions()
     ws.require(funcs, [args.workload])
     func = funcs[args.workload]
     if args.compute != "direct":
-        func = compute_func(ws, args.workload, args.compute)
+        func = compute_func(part, args.workload, args.compute)
     with console.status(f"sampling {args.count} variant(s) of {args.workload} ..."):
         paths = variants.sample(project.model(args.model), args.workload, func,
                                 spec, args.count, seed=args.seed,
