@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import (
     assert_close,
     make_project,
@@ -235,21 +237,130 @@ def test_runs_with_a_reporter_of_the_user_s_choice_take_turns_too(tiny_built, tm
     assert project.objects("tiny") == tiny_built.objects("tiny"), run.output
 
 
+class _LockHolder:
+    """Another process holding a model's build lock, as a build in progress does (not the
+    test's own: a child of the lock's holder counts as its doit -n worker)."""
+
+    def __init__(self, root, model):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+             "from modelbuild.core.layout import Project; from modelbuild.graph import build_lock; "
+             f"build_lock.hold(build_lock.lock_file(Project(Path.cwd()), {model!r})); "
+             "print('held', flush=True); time.sleep(600)"],
+            cwd=root, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "held"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _free(path) -> bool:
+    """No process holds the lock at ``path`` (it is taken and given back at once)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def test_why_neither_waits_for_a_build_in_progress_nor_holds_up_the_next(tiny_copy):
     """why reads doit's verdict of link through the task's uptodate checks, one of which
     takes the model's lock: why (which writes nothing) must not take it."""
-    holder = subprocess.Popen(  # holds the lock as a build in progress does
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from modelbuild.core.layout import Project; from modelbuild.graph import build_lock; "
-         "build_lock.hold(build_lock.lock_file(Project(Path.cwd()), 'tiny')); "
-         "print('held', flush=True); time.sleep(600)"],
-        cwd=tiny_copy.root, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with _LockHolder(tiny_copy.root, "tiny"):
         proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "tiny"],
                               cwd=tiny_copy.root, capture_output=True, text=True, timeout=120)
-    finally:
-        holder.kill()
-        holder.wait()
     assert proc.returncode == 0 and "waiting" not in proc.stderr, proc.stderr
     assert "nothing will run" in proc.stdout, proc.stdout
+
+
+def test_status_queries_do_not_wait_for_a_build_in_progress(tiny_copy):
+    """`doit info` and `doit list --status` waited for a build, then restored another
+    layout's files from the cache into the build's folder."""
+    with _LockHolder(tiny_copy.root, "tiny"):
+        for args in (["info", "partition:tiny"], ["list", "--all", "--status"]):
+            proc = subprocess.run([sys.executable, "-m", "doit", *args], cwd=tiny_copy.root,
+                                  capture_output=True, text=True, timeout=60)
+            assert "waiting" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_run_takes_its_models_locks_in_name_order(tmp_path):
+    """`doit build:b build:a` took b's lock, then waited for a's: beside a run doing the
+    opposite (`build:a build:b`), each waited for the other forever."""
+    project = make_project(tmp_path / "p", {"a": tiny_model(), "b": tiny_model()})
+    locks = project.root / "build"
+    with _LockHolder(project.root, "a"):
+        run = subprocess.Popen([sys.executable, "-m", "doit", "--reporter", "console",
+                                "build:b", "build:a"], cwd=project.root, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        first = run.stdout.readline()
+        assert "waiting for another doit run building a" in first, first
+        assert _free(locks / ".b.lock"), "b's lock was taken before a's"
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out
+    assert project.library("a").is_file() and project.library("b").is_file()
+
+
+def test_doit_clean_waits_for_a_build_in_progress(tiny_copy):
+    """`doit clean` removed the outputs of a build in progress, which then failed."""
+    library = tiny_copy.library("tiny")
+    with _LockHolder(tiny_copy.root, "tiny"):
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run([sys.executable, "-m", "doit", "clean"], cwd=tiny_copy.root,
+                           capture_output=True, timeout=8)
+        assert library.is_file()
+    proc = subprocess.run([sys.executable, "-m", "doit", "clean"], cwd=tiny_copy.root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and not library.exists(), proc.stdout + proc.stderr
+
+
+def test_a_killed_parallel_run_gives_its_lock_back(tmp_path):
+    """doit's workers outlived a SIGKILLed `doit -n 2`, holding the model's lock: the next
+    run of the model waited forever."""
+    import signal
+
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    run = subprocess.Popen([sys.executable, "-m", "doit", "-n", "2", "build:tiny"],
+                           cwd=project.root, text=True, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in run.stdout:
+        if ".  partition:tiny" in line:
+            break
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    lock = project.root / "build" / ".tiny.lock"
+    deadline = time.monotonic() + 20
+    while not _free(lock):
+        assert time.monotonic() < deadline, "the killed run's workers still hold the lock"
+        time.sleep(0.2)
+    assert project.doit("build:tiny").ran  # and the next run builds
+
+
+def test_something_in_the_lock_s_place_is_said_once(tiny_copy):
+    lock = tiny_copy.root / "build" / ".tiny.lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "doit", "build:tiny"], cwd=tiny_copy.root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("cannot lock") == 1, proc.stderr
+
+
+def test_no_lock_is_another_s(tmp_path):
+    """A model named m.sweep had m's sweep lock for its build lock; one named serve had
+    serve's."""
+    from modelbuild.core.layout import Project
+    from modelbuild.graph import build_lock
+
+    project = Project(tmp_path)
+    assert build_lock.lock_file(project, "m.sweep") != build_lock.sweep_lock_file(project, "m")
+    assert build_lock.lock_file(project, "serve") != build_lock.serve_lock_file(project)

@@ -135,7 +135,7 @@ def run(args) -> int:
                          f"{running['address']})", hint="`python -m modelbuild serve --stop` ends it")
     # one serve a project, held until it exits: two started together both passed the check
     # above (the address file comes last), and the first ran on where nothing could find it
-    lock = project.build_dir / ".serve.lock"
+    lock = build_lock.serve_lock_file(project)
     try:
         build_lock.hold(lock)  # held until serve exits
     except build_lock.Busy:

@@ -10,17 +10,22 @@ gives it back by dying). A second run waits, saying for whom, then finds the fir
 outputs: up to date when it asked for the same, rebuilt when it asked for something else.
 Runs that build other models do not wait for each other.
 
-With ``doit -n N`` the workers, forked after the lock was taken, share it.
-
 A reporter the user chose (``doit --reporter json``) takes no lock: so each step's first
-uptodate check (``Held``) takes its model's lock where this process does not hold it yet,
-and keeps it to the process's end. doit checks every task before it runs it, in its main
-process, so that lock too is taken before anything is restored or built. What this
-process holds is kept in ``_HELD`` (a lock belongs to the process, as its fds do).
+uptodate check (``Held``) takes the locks of every model of the run (the models its
+command line names, as the reporter counts them) where this process does not hold them
+yet, and keeps them to the process's end. doit checks every task before it runs it, in
+its main process, so these locks too are taken before anything is restored or built.
+Locks are always taken in model-name order (the reporter's and ``Held``'s alike): two
+runs building a and b never hold one each while waiting for the other.
+
+What this process holds is kept in ``_HELD`` (a lock belongs to the process, as its fds
+do). A process forked from it (a ``doit -n`` worker) closes its copies at once: the lock
+is the main process's alone, and ends with it, even where its workers outlive it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import sys
@@ -34,8 +39,14 @@ def lock_file(project: Project, model: str) -> Path:
 
 
 def sweep_lock_file(project: Project, model: str) -> Path:
-    """A sweep's hold on a model's active records."""
-    return project.build_dir / f".{model}.sweep.lock"
+    """A sweep's hold on a model's active records. (Ends in "-lock", so no model's build
+    lock is this file: ".m.sweep.lock" was model "m.sweep"'s.)"""
+    return project.build_dir / f".{model}.sweep-lock"
+
+
+def serve_lock_file(project: Project) -> Path:
+    """serve's, one per project (".serve.lock" was the build lock of a model named serve)."""
+    return project.build_dir / ".serve-lock"
 
 
 class ModelLocks:
@@ -60,15 +71,18 @@ class ModelLocks:
 
     def release(self) -> None:
         for fd in self._fds:
-            for path in [p for p, held in _HELD.items() if held == fd]:
-                del _HELD[path]
+            held = [p for p, f in _HELD.items() if f == fd]
+            if not held:
+                continue  # a forked child's copy, closed when it was forked
+            del _HELD[held[0]]
             try:
-                fcntl.flock(fd, fcntl.LOCK_UN)  # for the forked workers' copies too
+                fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
         self._fds = []
 
 
+_SAID: set = set()  # lock files found unusable, said once
 _HELD: dict[str, int] = {}  # lock file (real path) -> fd: the model locks this process holds
 
 
@@ -83,27 +97,49 @@ def _waiting(model: str, say):
                           f"this project{_holder(fd)} to finish\n")
 
 
-class Held:
-    """doit ``uptodate`` callable, first of a model's step: takes the model's lock where this
-    process does not hold it (a run with a reporter of the user's choice), waiting as the
-    reporter would. Has no say in whether the task is up to date (returns None)."""
+def _say(text: str) -> None:
+    # the terminal's stderr: doit's json reporter keeps sys.stderr for its report's end
+    (sys.__stderr__ or sys.stderr).write(text)
 
-    def __init__(self, project: Project, model: str):
-        self.path = _key(lock_file(project, model))
-        self.model = model
+
+class Held:
+    """doit ``uptodate`` callable, first of a model's step: takes the locks of the run's
+    models (``together``, and ``model``) that this process does not hold (a run with a
+    reporter of the user's choice), in name order, waiting as the reporter would. Has no
+    say in whether the task is up to date (returns None)."""
+
+    def __init__(self, project: Project, model: str, together=()):
+        self.locks = [(m, _key(lock_file(project, m))) for m in sorted({model, *together})]
+
+    def __str__(self):  # how `doit clean` names it: "Python: " and this past its first character
+        return f"<taking the build lock of {', '.join(m for m, _ in self.locks)}"
 
     def __call__(self):
-        if self.path in _HELD:
-            return None
-        try:
-            fd = _take(Path(self.path), wait=None)
-        except Busy:
-            if _holder_pid(self.path) in (os.getpid(), os.getppid()):
-                return None  # this process, or a `doit -n` worker's main process, took it
-            fd = _take(Path(self.path), wait=_waiting(self.model, sys.stderr.write))
-        if fd is not None:
-            _HELD[self.path] = fd  # held until this process ends
+        for model, path in self.locks:
+            if path in _HELD:
+                continue
+            try:
+                fd = _take(Path(path), wait=None)
+            except Busy:
+                if _holder_pid(path) in (os.getpid(), os.getppid()):
+                    continue  # this process, or a `doit -n` worker's main process, took it
+                fd = _take(Path(path), wait=_waiting(model, _say))
+            if fd is not None:
+                _HELD[path] = fd  # held until this process ends
         return None
+
+
+def _leave_to_parent() -> None:
+    """In a forked child: close the copies of the locks' fds (the parent's keep them)."""
+    for fd in _HELD.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_leave_to_parent)
 
 
 class Busy(Exception):
@@ -141,7 +177,13 @@ def _take(path: Path, wait) -> int | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
+    except OSError as err:
+        if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) and str(path) not in _SAID:
+            # something in the lock's place (a folder, a dangling link): said (once), not silent
+            _SAID.add(str(path))
+            _say(f"warning: modelbuild cannot lock {path} ({err.strerror or err}): this run "
+                 "goes on unlocked, and another run of the same model at the same time would "
+                 "mix its files with this one's; remove what is in the lock's place\n")
         return None
     try:
         try:

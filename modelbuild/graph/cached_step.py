@@ -184,6 +184,7 @@ class Uptodate:
     from the cache, for the reporter."""
 
     step: Step
+    restore: bool = True  # False: a step its cache entry would restore counts as to run
 
     def __call__(self, task) -> bool:
         try:
@@ -195,7 +196,7 @@ class Uptodate:
         if decision.corrupt or decision.corrupt_remote:
             self.step.cache.report_damage(self.step.kind, fingerprint.key(decision.inputs), Found(
                 corrupt_local=decision.corrupt, corrupt_remote=decision.corrupt_remote))
-        if decision.action == RESTORE:
+        if decision.action == RESTORE and self.restore:
             try:
                 self.step.restore(decision.inputs, decision.payload, decision.source)
             except OSError:  # cannot be put in place (a folder in the way, a full disk):

@@ -34,6 +34,8 @@ class Context:
     cache: Cache  # the artifact cache every step uses (one remote connection per process)
     executor: Executor | None = None  # where lower and codegen run (None: in this process)
     refused: dict = field(default_factory=dict)  # models/ declarations refused: name -> error
+    run_models: tuple = ()  # the models the command line asks for (their locks go together)
+    query: bool = False  # `doit list --status`, `doit info`: look, lock nothing, restore nothing
 
     @functools.cached_property
     def config(self) -> dict:

@@ -73,6 +73,8 @@ class WatchedQueue(multiprocessing.queues.Queue):
         super().put(obj, block, timeout)
 
     def get(self, block=True, timeout=None):
+        if os.getpid() != self._owner:
+            _die_with_parent(self._owner)
         if not block or timeout is not None or os.getpid() != self._owner:
             return super().get(block, timeout)
         while True:
@@ -100,6 +102,25 @@ class WatchedQueue(multiprocessing.queues.Queue):
         if len(ended) > told:
             return ended[-1].pid, 0
         return None
+
+
+_BOUND: set = set()  # the worker processes already bound to their parent's life
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker, once: end with SIGTERM when doit's main process ends. A killed main
+    process left its workers waiting for jobs forever (doit's queues have no timeout)."""
+    if os.getpid() in _BOUND:
+        return
+    _BOUND.add(os.getpid())
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        return  # not Linux: the worker lingers, as doit's own do
+    if os.getppid() != parent:  # it ended before this was set
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _queues(runner) -> WatchedQueue:

@@ -20,6 +20,7 @@ actions (here or on an executor) executor_steps.py.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import signal
 from pathlib import Path
@@ -82,6 +83,12 @@ def _clean_with_stamp(task) -> None:
     _remove_outputs(task.targets, task.name)
 
 
+def _locked(ctx: Context, model: str) -> list:
+    """The uptodate check that takes the run's build locks first (build_lock.Held); none for
+    a query (`doit info`, `doit list --status`), which neither waits nor writes."""
+    return [] if ctx.query else [build_lock.Held(ctx.project, model, ctx.run_models)]
+
+
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     layout = ctx.project.model(spec.name)
     previous = manifest_mod.read(layout.manifest)
@@ -92,8 +99,8 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
         doc=f"partition {spec.name}",
         actions=[(step, [cached.build, partition.run, spec, layout, ctx.target])],
         targets=[str(layout.manifest), *map(str, outputs)],
-        uptodate=[build_lock.Held(ctx.project, spec.name), Uptodate(cached)],
-        clean=[_clean_with_stamp],
+        uptodate=[*_locked(ctx, spec.name), Uptodate(cached, restore=not ctx.query)],
+        clean=[build_lock.Held(ctx.project, spec.name, ctx.run_models), _clean_with_stamp],
     )
 
 
@@ -117,8 +124,9 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                          (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
                                  ctx.target])],
                 targets=[str(layout.lowered(w.name))],
-                uptodate=[build_lock.Held(ctx.project, model), Uptodate(lowered)],
-                clean=[_clean_with_stamp],
+                uptodate=[*_locked(ctx, model), Uptodate(lowered, restore=not ctx.query)],
+                clean=[build_lock.Held(ctx.project, model, ctx.run_models),
+                       _clean_with_stamp],
             )
         compiled = codegen_step(ctx, model, w.name)
         if "codegen" in kinds:
@@ -132,8 +140,9 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                                  compiled.output, ctx.target])],
                 task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
-                uptodate=[build_lock.Held(ctx.project, model), Uptodate(compiled)],
-                clean=[_clean_with_stamp],
+                uptodate=[*_locked(ctx, model), Uptodate(compiled, restore=not ctx.query)],
+                clean=[build_lock.Held(ctx.project, model, ctx.run_models),
+                       _clean_with_stamp],
             )
         objects.append(compiled.output)
     if "link" in kinds:
@@ -147,9 +156,9 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                      (_remove_others, [layout, {w.name for w in man.workloads}])],
             file_dep=[str(p) for p in [*objects, *graph]],
             targets=[str(layout.library)],
-            uptodate=[build_lock.Held(ctx.project, model), config_changed(link_config),
+            uptodate=[*_locked(ctx, model), config_changed(link_config),
                       link_check.LibraryIntact(layout.library, (*objects, *graph))],
-            clean=[_clean_with_stamp],
+            clean=[build_lock.Held(ctx.project, model, ctx.run_models), _clean_with_stamp],
         )
 
 
@@ -158,7 +167,8 @@ def link_placeholder(ctx: Context, model: str) -> Task:
     layout = ctx.project.model(model)
     loader = DelayedLoader(functools.partial(unit_tasks, ctx, model), executed=f"partition:{model}")
     task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)",
-                clean=[(_remove_outputs, [[str(layout.library)], f"link:{model}"])])
+                clean=[build_lock.Held(ctx.project, model, ctx.run_models),
+                       (_remove_outputs, [[str(layout.library)], f"link:{model}"])])
     task.subtask_of = "link"
     return task
 
@@ -207,6 +217,23 @@ def check_variables(requested: list[str]) -> None:
             raise invalid(f"unknown variable '{name}' in '{arg}'; doit build and bench take "
                           f"{', '.join(f'{v}=' for v in VARIABLES)}"
                           + (f" (did you mean {close[0]}=?)" if close else ""))
+
+
+def run_models(requested: list[str], models) -> tuple[str, ...]:
+    """The models of the tasks a doit command line asks for, as the reporter counts them
+    (every model for a kind's name alone, or for no task named: doit's default, build):
+    a run takes their build locks together (build_lock.Held)."""
+    named, everything, tasks = set(), False, False
+    for arg in requested:
+        base, sep, rest = arg.partition(":")
+        if arg.startswith("-") or "=" in arg or base not in (*BASENAMES, BENCH.name):
+            continue  # doit's options and their values, variables, commands
+        tasks = True
+        if sep:
+            named.add(rest.split("/", 1)[0])
+        else:
+            everything = True
+    return tuple(sorted(models if everything or not tasks else named & set(models)))
 
 
 def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> None:
@@ -261,10 +288,12 @@ class BuildGraph:
     def context(self) -> Context:
         check_variables(self.requested)  # before the variables are read
         try:
-            return load_context(self.root, self.var("target", None), self.var("mcpu", None),
-                                self.var("layout", None))
+            ctx = load_context(self.root, self.var("target", None), self.var("mcpu", None),
+                               self.var("layout", None))
         except BuildError as err:
             raise invalid(str(err)) from None
+        return dataclasses.replace(ctx, run_models=run_models(self.requested, ctx.models),
+                                   query=self.requested[:1] in (["list"], ["info"]))
 
     def creators(self) -> dict:
         """The ``task_*`` functions doit loads, by name."""
