@@ -345,14 +345,21 @@ def test_a_killed_parallel_run_gives_its_lock_back(tmp_path):
     assert project.doit("build:tiny").ran  # and the next run builds
 
 
-def test_something_in_the_lock_s_place_is_said_once(tiny_copy):
+@pytest.mark.parametrize("in_place", ["folder", "link"])
+def test_something_in_the_lock_s_place_is_said_once_and_left_as_it_is(tiny_copy, tmp_path,
+                                                                      in_place):
+    """A folder there made the run go on unlocked in silence; a link there had the holder's
+    pid written over the file it named."""
     lock = tiny_copy.root / "build" / ".tiny.lock"
     lock.unlink(missing_ok=True)
-    lock.mkdir()
+    precious = tmp_path / "notes.txt"
+    precious.write_text("the user's own file\n")
+    lock.mkdir() if in_place == "folder" else lock.symlink_to(precious)
     proc = subprocess.run([sys.executable, "-m", "doit", "build:tiny"], cwd=tiny_copy.root,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("cannot lock") == 1, proc.stderr
+    assert precious.read_text() == "the user's own file\n"
 
 
 def test_no_lock_is_another_s(tmp_path):

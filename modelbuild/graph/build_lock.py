@@ -109,23 +109,23 @@ class Held:
     say in whether the task is up to date (returns None)."""
 
     def __init__(self, project: Project, model: str, together=()):
-        self.locks = [(m, _key(lock_file(project, m))) for m in sorted({model, *together})]
+        self.locks = [(m, lock_file(project, m)) for m in sorted({model, *together})]
 
     def __str__(self):  # how `doit clean` names it: "Python: " and this past its first character
         return f"<taking the build lock of {', '.join(m for m, _ in self.locks)}"
 
     def __call__(self):
         for model, path in self.locks:
-            if path in _HELD:
+            if _key(path) in _HELD:
                 continue
             try:
-                fd = _take(Path(path), wait=None)
+                fd = _take(path, wait=None)
             except Busy:
                 if _holder_pid(path) in (os.getpid(), os.getppid()):
                     continue  # this process, or a `doit -n` worker's main process, took it
-                fd = _take(Path(path), wait=_waiting(model, _say))
+                fd = _take(path, wait=_waiting(model, _say))
             if fd is not None:
-                _HELD[path] = fd  # held until this process ends
+                _HELD[_key(path)] = fd  # held until this process ends
         return None
 
 
@@ -176,11 +176,13 @@ def _take(path: Path, wait) -> int | None:
     without locks): as before locks, unlocked."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        # not through a link: the holder's pid is written in the file, and a link in the
+        # lock's place had it written over the file the link named
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as err:
-        if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) and str(path) not in _SAID:
-            # something in the lock's place (a folder, a dangling link): said (once), not silent
-            _SAID.add(str(path))
+        if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) and _key(path) not in _SAID:
+            # something in the lock's place (a folder, a link): said (once), not silent
+            _SAID.add(_key(path))
             _say(f"warning: modelbuild cannot lock {path} ({err.strerror or err}): this run "
                  "goes on unlocked, and another run of the same model at the same time would "
                  "mix its files with this one's; remove what is in the lock's place\n")
