@@ -56,25 +56,14 @@ class ModelLocks:
         self._fds: list[int] = []
 
     def acquire(self, project: Project, models, say) -> None:
-        """Take the locks of ``models`` (in name order: two runs never wait for each other
-        in a circle), waiting for another run where one holds a lock; ``say(text)``
-        explains a wait. A build folder where no lock file can be made is left unlocked:
-        the run then fails on its first write, saying why."""
-        for model in sorted(models):
-            path = lock_file(project, model)
-            if _key(path) in _HELD:
-                continue
-            fd = _take(path, wait=_waiting(model, say))
-            if fd is not None:
-                self._fds.append(fd)
-                _HELD[_key(path)] = fd
+        """Take the locks of ``models`` (see ``_take_all``); ``say(text)`` explains a wait.
+        A build folder where no lock file can be made is left unlocked: the run then fails
+        on its first write, saying why."""
+        self._fds += _take_all(_locks(project, models), say)
 
     def release(self) -> None:
-        for fd in self._fds:
-            held = [p for p, f in _HELD.items() if f == fd]
-            if not held:
-                continue  # a forked child's copy, closed when it was forked
-            del _HELD[held[0]]
+        for path, fd in [(p, f) for p, f in _HELD.items() if f in self._fds]:
+            del _HELD[path]
             try:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
@@ -109,24 +98,39 @@ class Held:
     say in whether the task is up to date (returns None)."""
 
     def __init__(self, project: Project, model: str, together=()):
-        self.locks = [(m, lock_file(project, m)) for m in sorted({model, *together})]
+        self.locks = _locks(project, {model, *together})
 
     def __str__(self):  # how `doit clean` names it: "Python: " and this past its first character
         return f"<taking the build lock of {', '.join(m for m, _ in self.locks)}"
 
     def __call__(self):
-        for model, path in self.locks:
-            if _key(path) in _HELD:
-                continue
-            try:
-                fd = _take(path, wait=None)
-            except Busy:
-                if _holder_pid(path) in (os.getpid(), os.getppid()):
-                    continue  # this process, or a `doit -n` worker's main process, took it
-                fd = _take(path, wait=_waiting(model, _say))
-            if fd is not None:
-                _HELD[_key(path)] = fd  # held until this process ends
+        _take_all(self.locks, _say)  # held until this process ends
         return None
+
+
+def _locks(project: Project, models) -> list[tuple[str, Path]]:
+    return [(m, lock_file(project, m)) for m in sorted(set(models))]
+
+
+def _take_all(locks: list[tuple[str, Path]], say) -> list[int]:
+    """Take the locks ``locks`` ((model, lock file), in name order: two runs never wait for
+    each other in a circle) that this process does not hold, waiting for another run that
+    holds one (``say`` explains the wait). One held by this process's parent (a ``doit -n``
+    worker's main process) counts as held. Returns the fds taken."""
+    taken = []
+    for model, path in locks:
+        if _key(path) in _HELD:
+            continue
+        try:
+            fd = _take(path, wait=None)
+        except Busy:
+            if _holder_pid(path) in (os.getpid(), os.getppid()):
+                continue
+            fd = _take(path, wait=_waiting(model, say))
+        if fd is not None:
+            _HELD[_key(path)] = fd
+            taken.append(fd)
+    return taken
 
 
 def _leave_to_parent() -> None:
@@ -209,18 +213,26 @@ def _take(path: Path, wait) -> int | None:
     return fd
 
 
-def _holder_pid(path: str) -> int | None:
+def _holder_pid(path: Path) -> int | None:
     try:
-        with open(path, "rb") as f:
-            text = f.read(32).decode().strip()
-    except (OSError, UnicodeDecodeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    try:
+        return _pid(fd)
+    finally:
+        os.close(fd)
 
 
 def _holder(fd: int) -> str:
+    pid = _pid(fd)
+    return f" (pid {pid})" if pid is not None else ""
+
+
+def _pid(fd: int) -> int | None:
+    """The pid the lock's holder wrote in it."""
     try:
-        pid = os.pread(fd, 32, 0).decode().strip()
+        text = os.pread(fd, 32, 0).decode().strip()
     except (OSError, UnicodeDecodeError):
-        return ""
-    return f" (pid {pid})" if pid.isdigit() else ""
+        return None
+    return int(text) if text.isdigit() else None

@@ -19,7 +19,7 @@ import msgpack
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
-from . import build_lock, doit_state, fingerprint, link_check
+from . import doit_state, fingerprint, link_check
 from .cached_step import CURRENT, RESTORE, RUN, Decision
 from .context import Context, load_context
 from .partition_output import MANIFEST
@@ -55,9 +55,6 @@ def _doit_status(project: Project, task):
     db = project.build_dir / ".doit.db"
     if not db.is_file() or doit_state.problem(db) is not None:  # the build sets it aside
         return None
-    # the model's lock is a build's (build_lock.Held): why, which writes nothing, neither
-    # takes it nor waits for a build that holds it
-    task.uptodate = [u for u in task.uptodate if not isinstance(u[0], build_lock.Held)]
     dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
     try:
         return dep.get_status(task, {task.name: task}, get_log=True)
@@ -175,7 +172,8 @@ def explain(root: Path, model: str, target_name: str | None = None,
     the build's own: each cached step's ``Step.decide`` (partition, lower, codegen) and
     doit's status of link (read only).
     """
-    ctx = load_context(root, target_name, mcpu)
+    # a query: its tasks take no build lock (nor wait for a build) and restore nothing
+    ctx = replace(load_context(root, target_name, mcpu), query=True)
     part = _partition(ctx, model)
     verdicts = [] if part.decision.action == CURRENT else [
         Verdict.of(f"partition:{model}", part.decision)]

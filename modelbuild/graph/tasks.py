@@ -83,10 +83,15 @@ def _clean_with_stamp(task) -> None:
     _remove_outputs(task.targets, task.name)
 
 
+def _held(ctx: Context, model: str) -> build_lock.Held:
+    """What takes the run's build locks before a step of ``model`` is checked or cleaned."""
+    return build_lock.Held(ctx.project, model, ctx.run_models)
+
+
 def _locked(ctx: Context, model: str) -> list:
-    """The uptodate check that takes the run's build locks first (build_lock.Held); none for
-    a query (`doit info`, `doit list --status`), which neither waits nor writes."""
-    return [] if ctx.query else [build_lock.Held(ctx.project, model, ctx.run_models)]
+    """The uptodate check that takes the run's build locks first; none for a query (`doit
+    info`, `doit list --status`), which neither waits nor writes."""
+    return [] if ctx.query else [_held(ctx, model)]
 
 
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
@@ -100,7 +105,7 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
         actions=[(step, [cached.build, partition.run, spec, layout, ctx.target])],
         targets=[str(layout.manifest), *map(str, outputs)],
         uptodate=[*_locked(ctx, spec.name), Uptodate(cached, restore=not ctx.query)],
-        clean=[build_lock.Held(ctx.project, spec.name, ctx.run_models), _clean_with_stamp],
+        clean=[_held(ctx, spec.name), _clean_with_stamp],
     )
 
 
@@ -125,8 +130,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                                  ctx.target])],
                 targets=[str(layout.lowered(w.name))],
                 uptodate=[*_locked(ctx, model), Uptodate(lowered, restore=not ctx.query)],
-                clean=[build_lock.Held(ctx.project, model, ctx.run_models),
-                       _clean_with_stamp],
+                clean=[_held(ctx, model), _clean_with_stamp],
             )
         compiled = codegen_step(ctx, model, w.name)
         if "codegen" in kinds:
@@ -141,8 +145,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
                 task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
                 uptodate=[*_locked(ctx, model), Uptodate(compiled, restore=not ctx.query)],
-                clean=[build_lock.Held(ctx.project, model, ctx.run_models),
-                       _clean_with_stamp],
+                clean=[_held(ctx, model), _clean_with_stamp],
             )
         objects.append(compiled.output)
     if "link" in kinds:
@@ -158,7 +161,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
             targets=[str(layout.library)],
             uptodate=[*_locked(ctx, model), config_changed(link_config),
                       link_check.LibraryIntact(layout.library, (*objects, *graph))],
-            clean=[build_lock.Held(ctx.project, model, ctx.run_models), _clean_with_stamp],
+            clean=[_held(ctx, model), _clean_with_stamp],
         )
 
 
@@ -167,7 +170,7 @@ def link_placeholder(ctx: Context, model: str) -> Task:
     layout = ctx.project.model(model)
     loader = DelayedLoader(functools.partial(unit_tasks, ctx, model), executed=f"partition:{model}")
     task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)",
-                clean=[build_lock.Held(ctx.project, model, ctx.run_models),
+                clean=[_held(ctx, model),
                        (_remove_outputs, [[str(layout.library)], f"link:{model}"])])
     task.subtask_of = "link"
     return task

@@ -104,15 +104,21 @@ def _open(work_dir: Path, validated: bool = False):
                                              "(a hand-edited line may be the cause)") from None
 
 
+def _workload(db, func):
+    """The database's workload of ``func``, None when it has none."""
+    from ..core.workloads import normalize
+
+    mod = normalize(func)
+    return db.commit_workload(mod) if db.has_workload(mod) else None
+
+
 def _know(db, func, matched: set) -> None:
     """Add the database's workload of ``func`` (if it has one) to ``matched``."""
     import tvm_ffi
 
-    from ..core.workloads import normalize
-
-    mod = normalize(func)
-    if db.has_workload(mod):
-        matched.add(tvm_ffi.structural_hash(db.commit_workload(mod).mod))
+    workload = _workload(db, func)
+    if workload is not None:
+        matched.add(tvm_ffi.structural_hash(workload.mod))
 
 
 def _pick(db, candidates: list, matched: set):
@@ -121,15 +127,12 @@ def _pick(db, candidates: list, matched: set):
     (None, None, None) when it has none; None when it knows none of them."""
     import tvm_ffi
 
-    from ..core.workloads import normalize
-
     found, known = [], False
     for compute, func in candidates:
-        mod = normalize(func)
-        if not db.has_workload(mod):
+        workload = _workload(db, func)
+        if workload is None:
             continue
         known = True
-        workload = db.commit_workload(mod)
         matched.add(tvm_ffi.structural_hash(workload.mod))
         best = db.get_top_k(workload, 1)
         if best:
@@ -143,14 +146,8 @@ def _pick(db, candidates: list, matched: set):
 def trials_for(work_dir: Path, funcs: dict) -> int:
     """How many trials the database in ``work_dir`` holds for the workloads ``funcs`` (name
     -> TIR): a resumed tune of some workloads goes on from theirs, not from every trial."""
-    from ..core.workloads import normalize
-
     db = _open(work_dir)
-    known = []
-    for func in funcs.values():
-        mod = normalize(func)
-        if db.has_workload(mod):
-            known.append(db.commit_workload(mod))
+    known = [w for w in (_workload(db, f) for f in funcs.values()) if w is not None]
     return sum(1 for rec in db.get_all_tuning_records()
                if any(rec.workload.same_as(w) for w in known))
 

@@ -336,11 +336,11 @@ def fold_constants():
 
     t = relax.transform
     return tvm.transform.Sequential([
-        function_pass("FoldInNumpy", _constant_folder_class, t.DeadCodeElimination()),
+        _function_pass("FoldInNumpy", _constant_folder_class, t.DeadCodeElimination()),
         t.FoldConstant()])
 
 
-def function_pass(name: str, mutator_class, cleanup):
+def _function_pass(name: str, mutator_class, cleanup):
     import tvm
     from tvm import relax
 
@@ -358,8 +358,8 @@ def function_pass(name: str, mutator_class, cleanup):
 def fold_broadcasts():
     from tvm import relax
 
-    return function_pass("FoldBroadcasts", _broadcast_folder_class,
-                          relax.transform.DeadCodeElimination())
+    return _function_pass("FoldBroadcasts", _broadcast_folder_class,
+                           relax.transform.DeadCodeElimination())
 
 
 def simplify_graph():
@@ -368,8 +368,8 @@ def simplify_graph():
     from tvm import relax
 
     t = relax.transform
-    return function_pass("SimplifyGraph", _mutator_class,
-                          lambda mod: t.CanonicalizeBindings()(t.DeadCodeElimination()(mod)))
+    return _function_pass("SimplifyGraph", _mutator_class,
+                           lambda mod: t.CanonicalizeBindings()(t.DeadCodeElimination()(mod)))
 
 
 @functools.cache
@@ -463,7 +463,7 @@ def positive_axes(mod):
     blocked_layout.convert: ConvertLayout carries ``concat(axis=-3)`` of NCHW (the channels,
     as ONNX writes them) into NCHW{b}c as axis 2 of the five, the rows: a library with
     other numbers, or none at all."""
-    return function_pass("PositiveAxes", _positive_axes_class, lambda m: m)(mod)
+    return _function_pass("PositiveAxes", _positive_axes_class, lambda m: m)(mod)
 
 
 @functools.cache
