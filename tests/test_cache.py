@@ -5,16 +5,18 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from conftest import (
     assert_close,
     make_project,
     model_inputs,
+    patched_env,
     reference_output,
     run_library,
     sha256,
 )
-from onnx_models import tiny_model
+from onnx_models import repeated_conv_model, tiny_model
 
 from modelbuild.core.layout import Project as Layout
 from modelbuild.graph import cache
@@ -67,6 +69,52 @@ def test_two_models_sharing_workloads_compile_them_once(tmp_path):
     assert [e.split(" ")[1] for e in events if e.startswith("miss ")] == ["partition"]
     x = model_inputs(project.root, "twin")
     assert_close(run_library(project.library("twin"), x), reference_output(project, "twin", x))
+
+
+def _cache_line(output: str) -> str:
+    return next((ln.strip() for ln in output.splitlines() if ln.strip().startswith("cache:")), "")
+
+
+def test_two_builds_of_one_project_at_once_count_their_own_hits_and_misses(tmp_path):
+    """doit build:a beside doit build:b (other models: other locks): each summary counts its
+    own steps. They shared one event log: b's start emptied it under a, and a's summary
+    counted b's steps."""
+    project = make_project(tmp_path / "p", {"a": tiny_model(), "b": repeated_conv_model()})
+    linking, go = tmp_path / "a-is-linking", tmp_path / "go"
+    env = patched_env(tmp_path / "site", f"""
+import time
+from pathlib import Path
+from modelbuild.steps import link
+_run = link.run
+def run(objects, graph, library, *args, **kwargs):  # a's link waits for b's whole build
+    if Path(library).name == "a.so":
+        Path({str(linking)!r}).touch()
+        deadline = time.monotonic() + 120
+        while not Path({str(go)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return _run(objects, graph, library, *args, **kwargs)
+link.run = run
+""")
+    a = subprocess.Popen([sys.executable, "-m", "doit", "build:a"], cwd=project.root, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(3000):
+            if linking.exists() or a.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert linking.exists(), a.communicate()[0]
+        b = project.doit("build:b")
+    finally:
+        go.touch()
+        out_a = a.communicate(timeout=300)[0]
+    assert a.returncode == 0, out_a
+    steps_a = len([ln for ln in out_a.splitlines() if ln.startswith(".  ")]) - 1  # not the link
+    steps_b = len(b.ran) - 1
+    assert steps_a != steps_b  # so that a count of the other's steps shows
+    assert _cache_line(out_a) == f"cache: 0 hits, {steps_a} misses", out_a
+    assert _cache_line(b.output) == f"cache: 0 hits, {steps_b} misses", b.output
+    stats = _stats(project)["last_build"]  # the last run to end: a's
+    assert (stats["hit"], stats["miss"]) == (0, steps_a), stats
 
 
 def test_two_processes_fill_one_cache_at_once(tmp_path):

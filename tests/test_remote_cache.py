@@ -158,7 +158,7 @@ def test_the_remote_going_down_mid_build_leaves_a_correct_build_and_one_warning(
         proc = subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=second.root,
                                 env=remote.build_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        events = second.root / "build" / ".cache-events"
+        events = second.root / "build" / f".cache-events.{proc.pid}"  # this run's log
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             if events.is_file() and " remote" in events.read_text():

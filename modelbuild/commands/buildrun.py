@@ -33,17 +33,24 @@ class BuildRun:
         return (failed or errors or lines[-1:] or ["doit failed without output"])[0]
 
 
-def cache_hits(project: Project) -> int | None:
-    """Cache hits of the last doit run (build/.cache-events), None when it logged none."""
+def cache_hits(project: Project, run: int) -> int | None:
+    """Cache hits of doit run ``run`` (its main process's pid), None when it logged none.
+    Its own log: another build of the project at the same time counts its own."""
     from ..graph import cache
 
-    counts = cache.last_run(project)
+    counts = cache.last_run(project, run)
     return None if counts is None else counts["hit"]
 
 
 def build(project: Project, model: str, choice: Choice = Choice()) -> BuildRun:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "doit", f"build:{model}", *choice.doit_vars()],
-                          cwd=project.root, capture_output=True, text=True, check=False)
+    with subprocess.Popen([sys.executable, "-m", "doit", f"build:{model}", *choice.doit_vars()],
+                          cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:  # as subprocess.run: the build does not outlive us
+            proc.kill()
+            raise
     seconds = time.perf_counter() - start
-    return BuildRun(proc.returncode == 0, seconds, proc.stdout + proc.stderr, cache_hits(project))
+    return BuildRun(proc.returncode == 0, seconds, out + err, cache_hits(project, proc.pid))

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +117,15 @@ def location(project: Project, config: settings.Settings | None = None) -> Path:
 
 
 def events_file(project: Project) -> Path:
+    """The event log of the last doit run that finished (``modelbuild cache`` reads it)."""
     return project.build_dir / ".cache-events"
+
+
+def run_events_file(project: Project, run: int) -> Path:
+    """The event log of one doit run (``run``: its main process's pid; its workers log
+    there too): two runs of one project at once (other models, other layouts) each count
+    their own hits and misses."""
+    return project.build_dir / f".cache-events.{run}"
 
 
 @dataclass(frozen=True)
@@ -329,29 +338,67 @@ def _is_key(name: str) -> bool:
     return len(name) == 64 and set(name) <= _HEX
 
 
-def start_run(project: Project) -> None:
-    """A doit run begins: the event log describes the last build only."""
-    path = events_file(project)
-    if path.parent.is_dir():
-        try:
-            atomic.write_bytes(path, b"")
-        except OSError:
-            pass  # a folder in its place, a full disk: the summary goes without the counts
+# A run's own log outlives it this long (``modelbuild sweep`` reads it after the run).
+_RUN_LOG_KEPT_S = 600.0
 
 
-def _events(project: Project) -> list[list[str]] | None:
+def start_run(project: Project, run: int) -> None:
+    """Doit run ``run`` begins: its own event log, empty. Logs of runs that ended a while
+    ago (or were killed) are removed."""
+    path = run_events_file(project, run)
+    if not path.parent.is_dir():
+        return
+    for old in path.parent.glob(".cache-events.*"):
+        pid = old.name.rsplit(".", 1)[-1]
+        if old != path and pid.isdigit() and not _alive(int(pid)) and _older(old):
+            old.unlink(missing_ok=True)
     try:
-        lines = regular_file.read_text(events_file(project)).splitlines()
+        atomic.write_bytes(path, b"")
+    except OSError:
+        pass  # a folder in its place, a full disk: the summary goes without the counts
+
+
+def end_run(project: Project, run: int) -> None:
+    """Run ``run`` ended: its log becomes the last build's (events_file)."""
+    try:
+        atomic.write_bytes(events_file(project),
+                           regular_file.read_text(run_events_file(project, run)).encode())
+    except OSError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+def _older(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > _RUN_LOG_KEPT_S
+    except OSError:
+        return False
+
+
+def _events(project: Project, run: int | None = None) -> list[list[str]] | None:
+    path = events_file(project) if run is None else run_events_file(project, run)
+    try:
+        lines = regular_file.read_text(path).splitlines()
     except OSError:
         return None
     return [line.split(" ") for line in lines if line.count(" ") >= 2]
 
 
-def last_run(project: Project) -> dict[str, int] | None:
-    """Counts of each event in the last build, or None when none was logged. ``hit`` counts
-    every restore; ``remote_hit`` those that came from the remote tier, ``remote_corrupt``
-    the damaged remote entries met, ``upload`` the entries sent to it."""
-    events = _events(project)
+def last_run(project: Project, run: int | None = None) -> dict[str, int] | None:
+    """Counts of each event in the last build (``run``: in that doit run), or None when none
+    was logged. ``hit`` counts every restore; ``remote_hit`` those that came from the remote
+    tier, ``remote_corrupt`` the damaged remote entries met, ``upload`` the entries sent to
+    it."""
+    events = _events(project, run)
     if events is None:
         return None
     counts = dict.fromkeys((*EVENTS, "remote_hit", "remote_corrupt"), 0)
@@ -370,11 +417,11 @@ def _why(reason: bool | str) -> str:
     return reason if isinstance(reason, str) and reason in REASONS else DAMAGED
 
 
-def corrupt_entries(project: Project) -> list[tuple[str, bool, str]]:
+def corrupt_entries(project: Project, run: int | None = None) -> list[tuple[str, bool, str]]:
     """(``kind/key``, whether it was the remote's, why it was not used, in words) of each
-    entry the last build found and did not use."""
+    entry the last build (``run``: that doit run) found and did not use."""
     out = []
-    for e in _events(project) or []:
+    for e in _events(project, run) or []:
         if e[0] == "corrupt":
             words = [w for w in e[3:] if w != "remote"]
             out.append((f"{e[1]}/{e[2]}", e[-1] == "remote",

@@ -9,6 +9,7 @@ to do) is repeated at the end, in red.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import Counter
@@ -76,7 +77,7 @@ class ModelbuildReporter(ConsoleReporter):
                 self.models.update(m for m in (_model_of(t) for t in tasks) if m)
         # before any step, or uptodate check, writes: one run at a time per model
         self.locks.acquire(self.project, self.models, sys.stderr.write)
-        cache.start_run(self.project)
+        cache.start_run(self.project, os.getpid())  # the steps log to this run's file
         if self.console.is_terminal:
             # Task lines are printed through the same console, above the bar; the
             # steps' own output is left alone (no stdout/stderr redirection).
@@ -128,6 +129,7 @@ class ModelbuildReporter(ConsoleReporter):
         try:
             self._summary()
         finally:
+            cache.end_run(self.project, os.getpid())
             self.locks.release()
 
     def _summary(self):
@@ -152,13 +154,13 @@ class ModelbuildReporter(ConsoleReporter):
         restored = f" ({self.from_cache} from cache)" if self.from_cache else ""
         self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date{restored}; "
                            f"{elapsed:.1f} s")
-        counts = cache.last_run(self.project)
+        counts = cache.last_run(self.project, os.getpid())
         if counts and any(counts.values()):
             remote = f" ({counts['remote_hit']} from the remote)" if counts["remote_hit"] else ""
             uploads = f", {counts['upload']} uploaded" if counts["upload"] else ""
             self.console.print(f"  cache: {counts['hit']} hits{remote}, {counts['miss']} misses"
                                f"{uploads}")
-        for entry, remote, why in cache.corrupt_entries(self.project):
+        for entry, remote, why in cache.corrupt_entries(self.project, os.getpid()):
             where = "remote cache entry" if remote else "cache entry"
             self.console.print(f"  [yellow]warning[/yellow]: {where} {escape(entry)} was "
                                f"{why}; it was not used")

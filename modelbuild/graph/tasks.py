@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import signal
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
 from ..schedules.active import located
 from ..steps import codegen, link, partition
-from . import (bench_task, build_lock, doit_state, doit_workers, fingerprint, interrupts,
+from . import (bench_task, build_lock, cache, doit_state, doit_workers, fingerprint, interrupts,
                link_check, model_errors)
 from .actions import invalid, step
 from .cached_step import Uptodate
@@ -295,8 +296,11 @@ class BuildGraph:
                                self.var("layout", None))
         except BuildError as err:
             raise invalid(str(err)) from None
+        query = self.requested[:1] in (["list"], ["info"])
+        # the steps log their hits and misses to this doit run's own file (workers too)
+        events = None if query else cache.run_events_file(ctx.project, os.getpid())
         return dataclasses.replace(ctx, run_models=run_models(self.requested, ctx.models),
-                                   query=self.requested[:1] in (["list"], ["info"]))
+                                   query=query, cache=dataclasses.replace(ctx.cache, events=events))
 
     def creators(self) -> dict:
         """The ``task_*`` functions doit loads, by name."""
