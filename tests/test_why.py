@@ -36,6 +36,17 @@ def test_why_after_no_change_says_nothing_will_run(tiny_copy):
     _assert_doit_agrees(tiny_copy, [])
 
 
+def test_why_after_doit_clean_does_not_say_never_built(tiny_copy):
+    """`doit clean` removes outputs and stamps: the steps were built, so "never built"
+    (what `why` said) was wrong; it cannot tell a cleaned step from a new one."""
+    tiny_copy.doit("clean")
+    verdicts = _why(tiny_copy)
+    assert verdicts and all(v["action"] in ("run", "restore") for v in verdicts), verdicts
+    text = json.dumps(verdicts)
+    assert "never built" not in text and "not built (or cleaned)" in text, verdicts
+    _assert_doit_agrees(tiny_copy, verdicts)
+
+
 def test_why_names_the_edited_record_and_decision(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     path = tiny_copy.record("tiny", workload)

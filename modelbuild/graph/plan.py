@@ -141,7 +141,7 @@ def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Ve
             part.manifest.graph_objects):
         reasons.append(f"upstream partition:{model} is restored with other graph objects")
     if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
-        return Verdict(f"link:{model}", RUN, reasons or ["never built"])
+        return Verdict(f"link:{model}", RUN, reasons or ["not built (or cleaned)"])
     link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
     status = _doit_status(ctx.project, link)
     if status is None or status.status == "run":

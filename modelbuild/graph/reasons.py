@@ -77,7 +77,7 @@ def _target_change(old_key, new_key) -> str:
 def step_changes(stamp: dict | None, inputs: dict, output: Path, upstream: str) -> list[str]:
     """Why a cached step (lower or codegen) is not current, from its stamp."""
     if not output.is_file():
-        return ["output missing" + ("" if stamp else " (never built)")]
+        return ["output missing" + ("" if stamp else " (not built, or cleaned)")]
     if stamp is None:
         return ["no stamp beside the output (built by an older modelbuild, or interrupted)"]
     old = stamp.get("inputs", {})
@@ -99,7 +99,7 @@ def step_changes(stamp: dict | None, inputs: dict, output: Path, upstream: str) 
 def file_reasons(status) -> list[str]:
     """doit's own reasons for a task with file dependencies (``get_status(get_log=True)``)."""
     if status is None:
-        return ["never built"]
+        return ["not built (or cleaned)"]
     out = []
     r = status.reasons
     for target in r.get("missing_target", []):
@@ -117,8 +117,9 @@ def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[st
     if inputs is None:
         return ["a file the model is made of is missing (the build will name it)"]
     if stamp is None:
-        return ["never built" if not problems or problems[0].startswith("no readable manifest")
-                else "no stamp beside the manifest (built by an older modelbuild, or interrupted)"]
+        if not problems or problems[0].startswith("no readable manifest"):
+            return ["not built (or cleaned)"]
+        return ["no stamp beside the manifest (built by an older modelbuild, or interrupted)"]
     old = stamp.get("inputs") or {}
     out = config_changes(old.get("config"), inputs["config"], "partition")
     was, now = old.get("sources") or {}, inputs["sources"]
