@@ -359,12 +359,16 @@ def start_run(project: Project, run: int) -> None:
 
 
 def end_run(project: Project, run: int) -> None:
-    """Run ``run`` ended: its log becomes the last build's (events_file)."""
+    """Run ``run`` ended: its log becomes the last build's (events_file); one it could not
+    write leaves the last build with no events, not an earlier build's."""
     try:
-        atomic.write_bytes(events_file(project),
-                           regular_file.read_text(run_events_file(project, run)).encode())
+        logged = regular_file.read_text(run_events_file(project, run)).encode()
     except OSError:
-        pass
+        logged = b""
+    try:
+        atomic.write_bytes(events_file(project), logged)
+    except OSError:
+        pass  # a folder in its place, a full disk: cache stats says nothing of this run
 
 
 def _alive(pid: int) -> bool:
