@@ -52,3 +52,24 @@ def test_a_scale_that_is_no_positive_number_is_refused_in_one_line(tmp_path, sca
     assert run.returncode != 0 and "internal error" not in run.output, run.output
     assert "Resize 'up': its scale for axis 2 is" in run.output and "not a positive number" \
         in run.output
+
+
+@pytest.mark.parametrize("model", [_resize(sizes=[1, 4, 7, 7]),
+                                   H.make_model(H.make_graph(
+                                       [H.make_node("Resize", ["x", "", "scales"], ["y"],
+                                                    name="up", mode="nearest")], "g",
+                                       [H.make_tensor_value_info("x", TP.FLOAT, [1, 2, 7, 7])],
+                                       [H.make_tensor_value_info("y", TP.FLOAT, None)],
+                                       initializer=[numpy_helper.from_array(
+                                           np.array([1, 2, 1, 1], np.float32), "scales")]),
+                                       opset_imports=[H.make_opsetid("", 13)], ir_version=8)],
+                         ids=["sizes", "scales"])
+def test_a_resize_of_the_channels_is_refused(tmp_path, model):
+    """TVM's importer resizes the spatial axes only: a Resize of 2 channels to 4 built a
+    library that returned the 2 channels unresized, exit 0 (a differential run found it)."""
+    project = make_project(tmp_path / "p", {"m": model})
+    run = project.doit("build:m", check=False)
+    assert run.returncode == 1 and "internal error" not in run.output, run.output
+    assert "Resize 'up': resizes axis 1 (the channels) from 2 to 4: TVM's importer resizes " \
+        "only the spatial axes" in run.output, run.output
+    assert not project.library("m").exists()

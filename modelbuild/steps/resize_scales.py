@@ -21,16 +21,20 @@ _SMALL = 4096  # bytes: initializers kept for shape inference (shapes, axes, sca
 def refuse_inexact_scales(model, declared: dict, onnx_path) -> None:
     """BuildError for the first Resize of ``model`` whose scale does not give a whole
     output size (``declared``: [inputs] shapes, over the model's own)."""
-    found = list(_scaled_resizes(model))
+    found = list(_resizes(model))
     if not found:
         return
     shapes = _shapes(model, declared)
-    for node, scales, axes in found:
+    for node, kind, values, axes in found:
         dims = shapes.get(node.input[0])
         if not dims or any(d is None for d in dims):
             continue
         name = node.name or node.output[0]
-        for axis, scale in zip(axes if axes else range(len(dims)), scales):
+        pairs = list(zip([a % len(dims) for a in axes] if axes else range(len(dims)), values))
+        _refuse_non_spatial(name, kind, pairs, dims, onnx_path)
+        if kind != "scales":
+            continue
+        for axis, scale in pairs:
             if not (math.isfinite(scale) and scale > 0):
                 raise BuildError(f"Resize '{name}': its scale for axis {axis} is {scale:g}, not a "
                                  "positive number", file=onnx_path,
@@ -48,12 +52,33 @@ def refuse_inexact_scales(model, declared: dict, onnx_path) -> None:
                          "a whole size")
 
 
+def _refuse_non_spatial(name: str, kind: str, pairs: list, dims: list, onnx_path) -> None:
+    """TVM's importer resizes only the spatial axes (resize1d/2d/3d from axis 2 on): a
+    Resize of the batch or the channels came out of the library unresized, with exit 0."""
+    if len(dims) < 3:
+        return
+    for axis, value in pairs:
+        if axis > 1:
+            continue
+        to = value if kind == "sizes" else dims[axis] * value
+        if to != dims[axis]:
+            what = "the channels" if axis == 1 else "the batch"
+            raise BuildError(
+                f"Resize '{name}': resizes axis {axis} ({what}) from {dims[axis]} to {to:g}: "
+                "TVM's importer resizes only the spatial axes (2 and after), so the library "
+                "would leave it as it is", file=onnx_path,
+                hint="resize only the spatial axes (a scale of 1, or the input's own size, "
+                     "for axes 0 and 1)")
+
+
 def _opset(model) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def _scaled_resizes(model):
-    """(node, scales, axes) of the Resize nodes with constant scales, align_corners aside."""
+def _resizes(model):
+    """(node, kind, values, axes) of the Resize nodes with constant scales or sizes; kind:
+    "sizes", "scales", or "ratios" (scales that align_corners or tf_crop_and_resize apply
+    as TVM does, by the sizes' ratio)."""
     from onnx import helper, numpy_helper
 
     resizes = [n for n in model.graph.node if n.op_type == "Resize"]
@@ -67,12 +92,18 @@ def _scaled_resizes(model):
     for node in resizes:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         mode = attrs.get("coordinate_transformation_mode", b"half_pixel")
-        if len(node.input) <= index or node.input[index] not in constants or mode in (
-                b"align_corners", b"tf_crop_and_resize"):
-            continue
-        scales = numpy_helper.to_array(constants[node.input[index]]).reshape(-1)
-        if scales.size:
-            yield node, [float(s) for s in scales], list(attrs.get("axes") or [])
+        axes = [int(a) for a in attrs.get("axes") or []]
+        if (node.input[index] if len(node.input) > index else "") in constants:
+            scales = numpy_helper.to_array(constants[node.input[index]]).reshape(-1)
+            if scales.size:
+                # align_corners maps with the sizes' ratio, as TVM does: only the axes count
+                exact = mode not in (b"align_corners", b"tf_crop_and_resize")
+                yield node, "scales" if exact else "ratios", [float(s) for s in scales], axes
+                continue
+        if len(node.input) > index + 1 and node.input[index + 1] in constants:
+            sizes = numpy_helper.to_array(constants[node.input[index + 1]]).reshape(-1)
+            if sizes.size:
+                yield node, "sizes", [int(s) for s in sizes], axes
 
 
 def _shapes(model, declared: dict) -> dict:
