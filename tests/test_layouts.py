@@ -210,6 +210,33 @@ def test_non_max_suppression_builds_with_the_cpu_default_schedule(tmp_path):
     assert np.array_equal(np.asarray(ours)[:len(ref)], ref), (ours, ref)
 
 
+def _resize_split_add_model() -> onnx.ModelProto:
+    """Resize -> Split on the channels -> Add on one half: one workload whose split halves
+    both read the resize."""
+    inits = [onnx.numpy_helper.from_array(np.array([3, 5], np.int64), "sp"),
+             onnx.numpy_helper.from_array(np.full([1], 2.0, np.float32), "d"),
+             onnx.numpy_helper.from_array(np.array([1, 8, 12, 12], np.int64), "sz")]
+    nodes = [helper.make_node("Resize", ["x", "", "", "sz"], ["r"], mode="nearest"),
+             helper.make_node("Split", ["r", "sp"], ["a", "b"], axis=1),
+             helper.make_node("Add", ["a", "d"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 12, 12])],
+        initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", BLOCKED])
+def test_a_default_schedule_tvm_cannot_compile_falls_back_to_tvm_s_default(tmp_path, layout):
+    """The CPU default schedule inlined the add into the resize that the split's other half
+    still reads: TIR no code generator takes ("Buffer resize_intermediate is used before its
+    definition"), so a valid model failed to build (a differential run found it)."""
+    project = make_project(tmp_path / "p", {"m": _resize_split_add_model()})
+    project.doit("build:m", f"layout={layout}")
+    x = model_inputs(project.root, "m")
+    assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
+
+
 _DECLARED = sorted(models_mod.discover(REPO / "models"))
 
 

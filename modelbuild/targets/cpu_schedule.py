@@ -45,7 +45,22 @@ def default_schedule(func, name: str, target):
         _apply(sch, _registers(target))
     except Exception:  # noqa: BLE001 - a rule that cannot apply: TVM's default schedule
         return func
-    return _as_scheduled(sch.mod["main"], func)
+    scheduled = _as_scheduled(sch.mod["main"], func)
+    return scheduled if _well_formed(scheduled) else func
+
+
+def _well_formed(func) -> bool:
+    """Whether TVM can compile ``func``: a schedule primitive can accept a step and leave
+    TIR that no code generator takes (inlining a split's add into a resize that the split's
+    other half still reads: "Buffer resize_intermediate is used before its definition",
+    found by a differential run). Such a workload gets TVM's default schedule."""
+    import tvm
+    from tvm.s_tir.analysis import verify_well_formed
+
+    try:
+        return bool(verify_well_formed(tvm.IRModule({"main": func}), assert_mode=False))
+    except Exception:  # noqa: BLE001 - whatever stops the check stops the code generator
+        return False
 
 
 def _as_scheduled(scheduled, original):
