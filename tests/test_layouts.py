@@ -237,6 +237,26 @@ def test_a_default_schedule_tvm_cannot_compile_falls_back_to_tvm_s_default(tmp_p
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
 
 
+def test_a_split_into_one_piece_after_a_blocked_convolution_builds(tmp_path):
+    """ONNX Split with one output after a convolution with blocks of its own (3 -> 16
+    channels): TVM's ConvertLayout ended the build with SIGSEGV (a differential run found
+    it); the split is the tensor itself."""
+    w = onnx.numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((16, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Split", ["c"], ["y"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    project = make_project(tmp_path / "p", {"m": model})
+    run = project.doit("build:m", check=False)
+    assert run.returncode == 0 and "note:" not in run.output, run.output  # blocked, not NCHW
+    assert any("conv2d_NCHWc" in w for w in _workloads(project, "m"))
+    x = model_inputs(project.root, "m")
+    assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
+
+
 _DECLARED = sorted(models_mod.discover(REPO / "models"))
 
 

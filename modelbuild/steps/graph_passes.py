@@ -445,7 +445,7 @@ def pipeline(block: int | None) -> list:
         "SimplifyGraph": simplify_graph() if block is None else tvm.transform.Sequential(
             [simplify_graph(), fold_constants()]),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
-            [_as_pass(lambda mod: blocked_layout.convert(positive_axes(mod), block),
+            [_as_pass(lambda mod: blocked_layout.convert(for_convert_layout(mod), block),
                       "ConvertLayoutBlocked"),
              fold_constants()]),
         "LegalizeOps": t.LegalizeOps() if block is None else
@@ -458,31 +458,51 @@ def pipeline(block: int | None) -> list:
     return [(name, passes[name]) for name in PASSES]
 
 
-def positive_axes(mod):
-    """``mod`` with each concat's negative axis written as the positive one, for
-    blocked_layout.convert: ConvertLayout carries ``concat(axis=-3)`` of NCHW (the channels,
-    as ONNX writes them) into NCHW{b}c as axis 2 of the five, the rows: a library with
-    other numbers, or none at all."""
-    return _function_pass("PositiveAxes", _positive_axes_class, lambda m: m)(mod)
+def for_convert_layout(mod):
+    """``mod`` with what TVM's ConvertLayout gets wrong written another way, for
+    blocked_layout.convert:
+
+    - a concat's negative axis as the positive one: ConvertLayout carried
+      ``concat(axis=-3)`` of NCHW (the channels, as ONNX writes them) into NCHW{b}c as axis
+      2 of the five, the rows: a library with other numbers, or none at all;
+    - a split into one section (ONNX's Split with one output, which the importer types as
+      the tensor itself) as its input: ConvertLayout ended the process with SIGSEGV on it
+      after a convolution with blocks of its own (found by a differential run)."""
+    return _function_pass("ForConvertLayout", _for_convert_layout_class, lambda m: m)(mod)
 
 
 @functools.cache
-def _positive_axes_class():
+def _for_convert_layout_class():
     import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
     @mutator
-    class PositiveAxes(PyExprMutator):
+    class ForConvertLayout(PyExprMutator):
         def visit_call_(self, call):
             call = self.builder_.normalize(super().visit_call_(call))
-            if (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.concat"
+            if not isinstance(call.op, tvm.ir.Op):
+                return call
+            if (call.op.name == "relax.concat"
                     and call.attrs.axis is not None and int(call.attrs.axis) < 0):
                 axis = int(call.attrs.axis) + call.ty.ndim
                 return self.builder_.normalize(relax.op.concat(call.args[0], axis=axis))
+            if call.op.name == "relax.split" and _one_section(call.attrs.indices_or_sections):
+                data = call.args[0]
+                if isinstance(call.ty, relax.TensorType):
+                    return data
+                return self.builder_.normalize(relax.Tuple([data]))
             return call
 
-    return PositiveAxes
+    return ForConvertLayout
+
+
+def _one_section(sections) -> bool:
+    """Whether a split's ``indices_or_sections`` is one section (the whole axis)."""
+    try:
+        return int(sections) == 1
+    except (TypeError, ValueError):
+        return len(sections) == 0  # no split indices: one piece
 
 
 def _as_pass(function, name: str):
