@@ -1,6 +1,7 @@
 """Bad input: a clear message naming the file and workload, a non-zero exit, nothing lost."""
 
 import json
+import os
 
 import pytest
 from conftest import sha256
@@ -101,10 +102,15 @@ def test_a_decision_tvm_would_crash_on_is_a_record_error(good, mutate, message):
     (lambda p: p.symlink_to(p.parent / "gone.json"), "a link to a file that does not exist"),
     (lambda p: p.symlink_to(p.name), "cannot be read: Too many levels of symbolic links"),
     (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "JSON nested too deeply"),
+    (lambda p: os.mkfifo(p), "not a regular file (a pipe, a device or a socket)"),
+    (lambda p: p.symlink_to("/dev/zero"), "not a regular file (a pipe, a device or a socket)"),
+    (lambda p: os.truncate(p.open("w").name, 17 << 20), "cannot be read: larger than 16 MB"),
 ])
 def test_something_at_a_record_s_path_that_is_no_record_file_is_an_error(good, make, message):
     """A folder or a dangling link there was taken for no record (the build used the
-    default and said nothing); a link loop and deeply nested JSON were internal errors."""
+    default and said nothing); a link loop and deeply nested JSON were internal errors; a
+    pipe made the build (and why, check, inspect, export) wait forever, and a link to
+    /dev/zero read until memory ran out."""
     project, workload, path, lib_hash = good
     path.unlink()
     make(path)

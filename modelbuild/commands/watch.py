@@ -15,6 +15,7 @@ from ..core import manifest, models
 from ..core.errors import BuildError
 from ..core.layout import Project
 from ..schedules import python_schedule
+from ..schedules.records import read as read_record
 from ..targets import registry
 from . import options
 from .output import console
@@ -38,7 +39,7 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
         paths += found
         for schedule in (p for p in found if p.suffix == ".py"):
             try:  # the helper modules it imports, found as the build finds them
-                helpers = python_schedule.read_helpers(schedule, schedule.read_bytes())
+                helpers = python_schedule.read_helpers(schedule, read_record(schedule))
             except OSError:
                 continue
             paths += [file for file, _ in helpers.values()]

@@ -44,3 +44,19 @@ def read_bytes(path: Path) -> bytes:
 
 def read_text(path: Path) -> str:
     return read_bytes(path).decode("utf-8")
+
+
+class TooLarge(OSError):
+    """A file the user gave is larger than anything of its kind should be."""
+
+
+def read_limited(path: Path, limit: int) -> bytes:
+    """A file the user gave (a schedule record, a Python schedule): a regular file's bytes,
+    at most ``limit`` of them. A pipe would make a read wait forever and a link to
+    /dev/zero read until memory ran out: anything but a regular file is ``NotRegular``, a
+    larger file ``TooLarge``."""
+    with opened(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(errno.EFBIG, f"larger than {limit // (1 << 20)} MB", str(path))
+    return data

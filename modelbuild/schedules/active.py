@@ -262,15 +262,13 @@ def _read(path: Path) -> bytes | str | None:
     """The file's bytes; None when there is no record there; or why what is there cannot be
     read as one (a folder or a dangling link was taken for no record, silently)."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return "a link to a file that does not exist" if path.is_symlink() else None
+        return records.read(path)
     except NotADirectoryError:
         return None  # the model's schedules folder is a file: no record can be there
-    except IsADirectoryError:
-        return "a folder, not a record file"
     except OSError as err:
-        return f"cannot be read: {err.strerror or type(err).__name__}"
+        if type(err) is FileNotFoundError and not path.is_symlink():
+            return None
+        return records.unreadable(path, err)
 
 
 def of_files(workload: str, paths: tuple[Path, ...]) -> Active:

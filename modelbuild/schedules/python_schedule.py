@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..core.atomic import current_umask
 from ..core.errors import BuildError, summarize
+from . import records
 
 HINT = "fix the schedule function, or delete the file to use the target's default schedule"
 
@@ -113,7 +114,7 @@ def read_helpers(path: Path, source: bytes) -> dict[str, tuple[Path, bytes]]:
                     continue  # json.py or numpy.py of the project: Python's own comes first
                 for dotted, file in files.items():
                     try:
-                        found[dotted] = (file, file.read_bytes())
+                        found[dotted] = (file, records.read(file))
                     except OSError:
                         continue  # gone since: loading the schedule reports it
                     todo.append(found[dotted])
@@ -308,6 +309,6 @@ def apply(func, name: str, path: Path, source: bytes, helpers: dict):
 def trace(func, name: str, path: Path, source: bytes, helpers: dict) -> list:
     """The schedule function's work as a MetaSchedule trace (``Trace.as_json()``), which
     replays to the same schedule: how a Python schedule is exported to a database."""
-    from .records import plain
+    plain = records.plain
 
     return plain(_scheduled(func, name, path, source, helpers).trace.as_json())

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import atomic
+from ..core import atomic, regular_file
 from ..core.errors import BuildError
 from ..targets.registry import TargetSpec
 
@@ -151,8 +151,35 @@ def parse(text: str, path: Path, expected_workload: str | None = None) -> Record
                   data.get("model"))
 
 
+# A record is a few KB; a schedule file this large is not one (and is not read whole).
+MAX_BYTES = 16 << 20
+
+
+def read(path: Path) -> bytes:
+    """A record or schedule file's bytes: a regular file of at most MAX_BYTES (a pipe in its
+    place made every command that read it wait forever; a link to /dev/zero read until
+    memory ran out). Raises regular_file.NotRegular (a FileNotFoundError) or TooLarge."""
+    return regular_file.read_limited(path, MAX_BYTES)
+
+
+def unreadable(path: Path, err: OSError) -> str:
+    """Why the file at ``path`` is no record, in words, for an error ``read`` raised."""
+    if isinstance(err, regular_file.NotRegular):
+        return ("a folder, not a record file" if path.is_dir()
+                else "not a regular file (a pipe, a device or a socket), not a record file")
+    if isinstance(err, FileNotFoundError):
+        return "a link to a file that does not exist" if path.is_symlink() else "missing"
+    return f"cannot be read: {err.strerror or type(err).__name__}"
+
+
 def load(path: Path, expected_workload: str | None = None) -> Record:
-    return parse_bytes(path.read_bytes(), path, expected_workload)
+    try:
+        data = read(path)
+    except OSError as err:
+        raise BuildError(f"the record file is {unreadable(path, err)}", file=path,
+                         workload=expected_workload,
+                         hint="put a record file there, or remove what is") from None
+    return parse_bytes(data, path, expected_workload)
 
 
 def parse_bytes(data: bytes, path: Path, expected_workload: str | None = None) -> Record:

@@ -57,7 +57,12 @@ def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
         raise BuildError(f"no variant {k} of workload '{workload}' (have: {have})",
                          file=layout.variants_dir(workload), workload=workload,
                          hint=f"python -m modelbuild sample {layout.name} {workload} -n N")
-    atomic.write_bytes(active, found[k].read_bytes())
+    try:
+        data = records.read(found[k])
+    except OSError as err:
+        raise BuildError(f"variant {k} is {records.unreadable(found[k], err)}", file=found[k],
+                         workload=workload, hint="remove it, or sample again") from None
+    atomic.write_bytes(active, data)
     return active
 
 
@@ -100,8 +105,15 @@ def chosen_file(layout: ModelLayout, workload: str, choice: int | str) -> Path:
 
 def active_variant(layout: ModelLayout, workload: str) -> int | None:
     """Which variant the active record is a copy of, if any."""
-    active = layout.record(workload)
-    if not active.is_file():
+    data = _bytes_or_none(layout.record(workload))
+    if data is None:
         return None
-    data = active.read_bytes()
-    return next((k for k, p in existing(layout, workload).items() if p.read_bytes() == data), None)
+    return next((k for k, p in existing(layout, workload).items()
+                 if _bytes_or_none(p) == data), None)
+
+
+def _bytes_or_none(path: Path) -> bytes | None:
+    try:
+        return records.read(path)
+    except OSError:
+        return None
