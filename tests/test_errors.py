@@ -41,6 +41,20 @@ def test_invalid_json(good):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+@pytest.mark.parametrize("run_secs", ["[1e10]", "[2e300]", "[-1]", "[NaN]", "[0.001, 1e10]"])
+def test_a_run_time_that_marks_a_failed_run_is_a_record_error(good, run_secs):
+    """TVM's database drops a record whose run time is MetaSchedule's mark of a failed run
+    (1e10): a clean build ignored the record while an incremental one (run_secs is no part
+    of lower's key) kept the object the record made, so the two differed."""
+    project, workload, path, lib_hash = good
+    path.write_text(path.read_text().replace('"run_secs": null', f'"run_secs": {run_secs}'))
+    assert run_secs in path.read_text()
+    run = _failed(project, "build:tiny")
+    assert f"schedules/tiny/{workload}.json: workload {workload}: run_secs" in run.output, run
+    assert "is no measured time" in run.output and "Traceback" not in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
 def _perfect_tile_decision(trace):
     insts, decisions = trace
     for index, value in decisions:

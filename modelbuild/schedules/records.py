@@ -143,13 +143,24 @@ def parse(text: str, path: Path, expected_workload: str | None = None) -> Record
         _fail(path, expected_workload, "target must be a TVM target object with a 'kind'")
     run_secs = data.get("run_secs")
     if run_secs is not None and not (
-        isinstance(run_secs, list) and all(isinstance(x, (int, float)) for x in run_secs)
+        isinstance(run_secs, list)
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in run_secs)
     ):
         _fail(path, expected_workload, "run_secs must be a list of numbers or null")
+    if run_secs and not all(0 <= x < FAILED_RUN_SECS for x in run_secs):  # NaN fails it too
+        _fail(path, expected_workload,
+              f"run_secs {run_secs} is no measured time (each must be at least 0 and below "
+              f"{FAILED_RUN_SECS:g} s, MetaSchedule's mark of a run that failed: TVM's database "
+              "drops such a record, so a build would not use it)",
+              "set run_secs to null, or to the time measured")
     return Record(path, str(data["workload"]), str(data["workload_hash"]), data["target"], trace,
                   [float(x) for x in run_secs] if run_secs else None, data.get("source"),
                   data.get("model"))
 
+
+# MetaSchedule's run time for a candidate that failed to build or run: a record with it
+# is not one TVM's database returns.
+FAILED_RUN_SECS = 1e10
 
 # A record is a few KB; a schedule file this large is not one (and is not read whole).
 MAX_BYTES = 16 << 20
