@@ -55,6 +55,21 @@ def test_a_run_time_that_marks_a_failed_run_is_a_record_error(good, run_secs):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+def test_a_split_without_its_bounds_check_is_a_record_error(good):
+    """Split(disable_predication=True) with a factor that does not divide the loop built,
+    exit 0, into a library that wrote past its output (heap corruption when it ran)."""
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    insts = data["trace"][0]
+    index = next(k for k, inst in enumerate(insts) if inst[0] == "Split")
+    insts[index][2] = [True, True]
+    path.write_text(json.dumps(data))
+    run = _failed(project, "build:tiny")
+    assert f"instruction {index} (Split) turns off the split's bounds check" in run.output, run
+    assert f"workload {workload}" in run.output and "Traceback" not in run.output
+    assert sha256(project.library("tiny")) == lib_hash
+
+
 def _perfect_tile_decision(trace):
     insts, decisions = trace
     for index, value in decisions:

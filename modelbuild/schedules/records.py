@@ -67,6 +67,12 @@ def _decisions_problem(trace: list) -> str | None:
     instruction index out of range or a category past the candidates crashed the whole
     process (a segmentation fault, a corrupted heap) instead of failing the record."""
     insts, decisions = trace
+    for index, inst in enumerate(insts):
+        if (isinstance(inst, list) and len(inst) == 4 and inst[0] == "Split"
+                and isinstance(inst[2], list) and len(inst[2]) > 1 and inst[2][1] is not False):
+            return (f"instruction {index} (Split) turns off the split's bounds check "
+                    "(disable_predication): with factors that do not divide the loop, the "
+                    "library would write past its buffers, and nothing checks that they do")
     seen = set()
     for d in decisions:
         if not (isinstance(d, list) and len(d) == 2 and _int(d[0])):
