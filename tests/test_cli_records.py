@@ -259,3 +259,19 @@ def test_a_sampled_decision_a_later_instruction_cannot_follow_is_skipped(tiny_bu
     monkeypatch.setattr(Trace, "apply_to_schedule", breaks_every_other)
     found = sample.sample_records(func, workload, registry.resolve("llvm"), 2)
     assert len(found) == 2 and len(calls) >= 4
+
+
+def test_a_variant_named_by_a_digit_that_is_not_ascii_is_no_variant(tiny_copy):
+    """``٣.json`` (an Arabic-Indic three) was taken for variant 3, so `select ... 3` copied
+    it; ``².json`` made select, inspect, check and sweep internal errors."""
+    workload = tiny_conv_workload(tiny_copy)
+    cli(tiny_copy, "sample", "tiny", workload, "-n", "3")
+    folder = tiny_copy.root / "schedules" / "tiny" / "variants" / workload
+    shutil.copy(folder / "1.json", folder / "٣.json")
+    shutil.copy(folder / "1.json", folder / "².json")
+    assert (folder / "1.json").read_bytes() != (folder / "3.json").read_bytes()
+    cli(tiny_copy, "select", "tiny", workload, "3")
+    assert tiny_copy.record("tiny", workload).read_bytes() == (folder / "3.json").read_bytes()
+    for args in (["inspect", "tiny"], ["check", "tiny"]):
+        proc = cli(tiny_copy, *args, check=False)
+        assert proc.returncode in (0, 1) and "internal error" not in proc.stderr, proc

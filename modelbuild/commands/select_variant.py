@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.digits import is_decimal
 from ..core.errors import BuildError, no_workload
 from ..graph import build_lock
 from ..schedules import variants
@@ -50,7 +51,7 @@ def run(args) -> int:
     ws = resolve_model(args)
     layout = ws.layout
     check_selectable(ws.project, layout, args.workload)
-    if not args.variant.isdigit() and args.variant != "default":
+    if not is_decimal(args.variant) and args.variant != "default":
         path = variants.select_compute(layout, args.workload, args.variant)
         console.print(f"{args.workload}: builds the {args.variant} compute with the default "
                       f"schedule" + (f" ({path})" if path.is_file() else ""))

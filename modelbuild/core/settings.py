@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import toml
+from .digits import is_decimal
 from .errors import BuildError
 
 ENV, PYPROJECT, DEFAULT = "environment", "pyproject", "default"   # where a value came from
@@ -55,7 +56,7 @@ def _address(value) -> str:
     text = _text(value)
     rest = text.split("://", 1)[1] if "://" in text else text
     host, _, port = rest.rpartition(":")
-    if not (host and port.isdigit() and 0 < int(port) < 65536):
+    if not (host and is_decimal(port) and 0 < int(port) < 65536):
         raise ValueError(f"must be host:port (tcp://host:8786), not {value!r}")
     return text
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from doit.task import Task, dict_to_task
 
+from ..core.digits import is_decimal
 from ..core.layout import Project
 from .actions import invalid, step
 
@@ -34,7 +35,7 @@ def run(project: Project, model: str, target: str, runs: int, warmup: int) -> No
 def int_var(var, name: str, default: int, minimum: int) -> int:
     """A whole-number doit variable (``runs=10``); a clear load-time error otherwise."""
     text = var(name, str(default))
-    if not text.isdigit() or int(text) < minimum:
+    if not is_decimal(text) or int(text) < minimum:
         raise invalid(f"{name}={text}: expected a whole number >= {minimum}")
     return int(text)
 

@@ -31,6 +31,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..core.digits import is_decimal
 from ..core.layout import Project
 
 
@@ -235,4 +236,4 @@ def _pid(fd: int) -> int | None:
         text = os.pread(fd, 32, 0).decode().strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if is_decimal(text) else None

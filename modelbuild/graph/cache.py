@@ -45,6 +45,7 @@ from pathlib import Path
 
 from ..core import atomic, regular_file, settings
 from ..core.digest import bytes_digest
+from ..core.digits import is_decimal
 from ..core.layout import Project
 from . import kinds
 from .remote import FORGED, UNSIGNED, RemoteStore, redact
@@ -350,7 +351,7 @@ def start_run(project: Project, run: int) -> None:
         return
     for old in path.parent.glob(".cache-events.*"):
         pid = old.name.rsplit(".", 1)[-1]
-        if old != path and pid.isdigit() and not _alive(int(pid)) and _older(old):
+        if old != path and is_decimal(pid) and not _alive(int(pid)) and _older(old):
             old.unlink(missing_ok=True)
     try:
         atomic.write_bytes(path, b"")

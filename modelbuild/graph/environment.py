@@ -14,6 +14,8 @@ import importlib.metadata
 import importlib.util
 from pathlib import Path
 
+from ..core.digits import is_decimal
+
 PACKAGES = (("apache-tvm", "tvm"), ("apache-tvm-ffi", "tvm_ffi"))
 
 
@@ -24,7 +26,7 @@ def _recorded(dist) -> dict[str, tuple[str, int]]:
     for line in (dist.read_text("RECORD") or "").splitlines():
         path, _, rest = line.partition(",")
         digest, _, size = rest.partition(",")
-        if path.endswith(".so") and digest.startswith("sha256=") and size.isdigit():
+        if path.endswith(".so") and digest.startswith("sha256=") and is_decimal(size):
             out[str(Path(dist.locate_file(path)).resolve())] = (digest[len("sha256="):], int(size))
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from ..core.digits import is_decimal
 from ..core.errors import BuildError
 
 
@@ -44,7 +45,7 @@ def use_physical_cores() -> None:
         os.environ["TVM_NUM_THREADS"] = str(psutil.cpu_count(logical=False) or 1)
         return
     most = 4 * (psutil.cpu_count() or 1)
-    if not (given.strip().isdigit() and 1 <= int(given) <= most):
+    if not (is_decimal(given.strip()) and 1 <= int(given) <= most):
         # TVM takes "abc", 0 or -5 as one thread, and starts 100000 if asked
         raise BuildError(f"TVM_NUM_THREADS={given}: expected a number of threads from 1 to "
                          f"{most} (this machine has {psutil.cpu_count()} CPUs)",

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.digits import is_decimal
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
@@ -80,7 +81,7 @@ def _line_shape(name: str, entry, workloads: int) -> str | None:
     and index them)."""
     if name == WORKLOAD_FILE:
         ok = (isinstance(entry, list) and len(entry) == 2
-              and all(isinstance(x, str) for x in entry) and entry[0].isdigit())
+              and all(isinstance(x, str) for x in entry) and is_decimal(entry[0]))
         return None if ok else "workload: [\"<structural hash>\", \"<module, base64>\"]"
     ok = (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int
           and isinstance(entry[1], list) and entry[0] >= 0)

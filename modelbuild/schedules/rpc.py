@@ -17,6 +17,7 @@ import json
 import socket
 import struct
 
+from ..core.digits import is_decimal
 from ..core.errors import BuildError
 
 _MAGIC = 0x2F271  # tvm/rpc/base.py RPC_TRACKER_MAGIC
@@ -26,7 +27,7 @@ SESSION_TIMEOUT = 60
 
 def parse_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not is_decimal(port) or not 0 < int(port) < 65536:
         raise BuildError(f"--rpc expects HOST:PORT (the tracker's; a port from 1 to 65535), "
                          f"not '{text}'")
     return host, int(port)

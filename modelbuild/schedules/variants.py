@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core import atomic
+from ..core.digits import is_decimal
 from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
@@ -21,7 +22,7 @@ def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
     found = {}
     if folder.is_dir():
         for path in folder.glob("*.json"):
-            if path.stem.isdigit():
+            if is_decimal(path.stem):
                 found[int(path.stem)] = path
     return dict(sorted(found.items()))
 
