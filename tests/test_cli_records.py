@@ -275,3 +275,34 @@ def test_a_variant_named_by_a_digit_that_is_not_ascii_is_no_variant(tiny_copy):
     for args in (["inspect", "tiny"], ["check", "tiny"]):
         proc = cli(tiny_copy, *args, check=False)
         assert proc.returncode in (0, 1) and "internal error" not in proc.stderr, proc
+
+
+def _first_categorical(record):
+    insts, decisions = record[0]
+    return next(d for d in decisions if insts[d[0]][0] == "SampleCategorical")
+
+
+@pytest.mark.parametrize("mutate, said", [
+    (lambda line: line[1][0][1][0].__setitem__(1, None), "must be an integer or a list of integers"),
+    (lambda line: line[1][0][1].append([9999, 1]), "a decision names instruction 9999"),
+    (lambda line: _first_categorical(line[1]).__setitem__(1, 99), "must pick one of its"),
+    (lambda line: line[1].__setitem__(1, [float("nan")]), "run_secs must be a list of times"),
+    (lambda line: line[1].__setitem__(2, {"kind": "llvm", "bogus": 1}), "Unknown config option"),
+    (lambda line: line.__setitem__(0, 7), "the record names workload line 7"),
+])
+def test_a_hand_edited_database_line_is_named_not_replayed(tuned, tmp_path, mutate, said):
+    """TVM replays a database's traces as it reads them: a null decision or one past the
+    trace's instructions ended `import` with SIGSEGV; the others were internal errors."""
+    project, _, db, _ = tuned
+    bad = tmp_path / "bad"
+    shutil.copytree(db, bad)
+    path = bad / "database_tuning_record.json"
+    line = json.loads(path.read_text().splitlines()[0])
+    mutate(line)
+    path.write_text(json.dumps(line) + "\n")
+    work = make_project(tmp_path / "w", {"tiny": tiny_model()})
+    before = snapshot(work.root / "schedules")
+    proc = cli(work, "import", "tiny", str(bad), check=False)
+    assert proc.returncode == 1 and said in proc.stderr, proc
+    assert "internal error" not in proc.stderr and "Segfault" not in proc.stderr, proc
+    assert snapshot(work.root / "schedules") == before

@@ -70,6 +70,38 @@ def test_a_split_without_its_bounds_check_is_a_record_error(good):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+def _nested(depth: int):
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d["target"].__setitem__("bogus", 1), "is not one TVM can make"),
+    (lambda d: d.__setitem__("source", {"a": 1}), "source must be a string or null"),
+    (lambda d: d["trace"][0].append(["Annotate", ["b0", _nested(900)], ["k"], []]),
+     "the trace is nested more than 64 deep"),
+])
+def test_a_record_field_tvm_cannot_take_is_a_record_error(good, edit, said):
+    """An unknown target option and a value nested 900 deep were internal errors in lower
+    (and `check` said the first was ok); a source that is an object broke `inspect`."""
+    project, workload, path, lib_hash = good
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    run = _failed(project, "build:tiny")
+    assert f"workload {workload}: " in run.output and said in run.output, run
+    assert "internal error" not in run.output and "Traceback" not in run.output
+    from conftest import cli
+
+    checked = cli(project, "check", "tiny", check=False)
+    assert checked.returncode == 1 and said in checked.stdout + checked.stderr, checked
+    inspected = cli(project, "inspect", "tiny", check=False)
+    assert "internal error" not in inspected.stderr, inspected
+    assert sha256(project.library("tiny")) == lib_hash
+
+
 def _perfect_tile_decision(trace):
     insts, decisions = trace
     for index, value in decisions:

@@ -72,9 +72,9 @@ def apply_record(func, name: str, record: records.Record, target):
     db = ms.database.MemoryDatabase()
     workload = db.commit_workload(normalize(func))
     run_secs = record.run_secs or [1.0]  # a database only returns records with a run time
-    db.commit_tuning_record(ms.database.TuningRecord.from_json(
-        [record.trace, run_secs, record.target, None], workload))
     try:
+        db.commit_tuning_record(ms.database.TuningRecord.from_json(
+            [record.trace, run_secs, record.target, None], workload))
         with target, db:
             mod = relax.transform.MetaScheduleApplyDatabase()(tvm.IRModule({name: func}))
     except Exception as err:

@@ -50,12 +50,12 @@ def validate_files(work_dir: Path) -> None:
     if not work_dir.is_dir():
         raise BuildError("not a directory", file=work_dir,
                          hint="give the work_dir that MetaSchedule tuning wrote")
+    workloads = 0  # the workload file's lines, which the records index
     for name in (WORKLOAD_FILE, RECORD_FILE):
         path = work_dir / name
         if not path.is_file():
             raise BuildError(f"missing {name}: a MetaSchedule database has {WORKLOAD_FILE} "
                              f"and {RECORD_FILE}", file=path)
-        workloads = 0
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -72,6 +72,12 @@ def validate_files(work_dir: Path) -> None:
                                       "delete the line")
             if name == WORKLOAD_FILE:
                 workloads += 1
+                continue
+            problem = _record_problem(entry, workloads)
+            if problem:
+                raise BuildError(f"line {lineno}: {problem}", file=path,
+                                 hint="give the work_dir that MetaSchedule tuning wrote, or "
+                                      "delete the line")
 
 
 def _line_shape(name: str, entry, workloads: int) -> str | None:
@@ -88,6 +94,32 @@ def _line_shape(name: str, entry, workloads: int) -> str | None:
     return None if ok else "tuning record: [<workload line index>, [<trace>, ...]]"
 
 
+def _record_problem(entry: list, workloads: int) -> str | None:
+    """What is wrong with a tuning record line that TVM would replay without checking (a
+    null decision or one past the trace's instructions ended the process with SIGSEGV), or
+    None. ``workloads``: the lines of the workload file."""
+    import math
+
+    index, record = entry
+    if index >= workloads:
+        return f"the record names workload line {index}; the workload file has {workloads}"
+    if len(record) < 3:
+        return "a tuning record is [trace, run_secs, target, args_info]"
+    problem = records.trace_problem(record[0])
+    if problem:
+        return problem
+    run_secs = record[1]
+    if run_secs is not None and not (isinstance(run_secs, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= 0 for x in run_secs)):
+        return "run_secs must be a list of times (finite, at least 0) or null"
+    target = record[2]
+    if not (isinstance(target, dict) and "kind" in target
+            and records.MAX_DEPTH >= records.depth(target)):
+        return "the record's target must be a TVM target object with a 'kind'"
+    return None
+
+
 def _open(work_dir: Path, validated: bool = False):
     import tvm
     from tvm.s_tir import meta_schedule as ms
@@ -97,7 +129,7 @@ def _open(work_dir: Path, validated: bool = False):
     try:
         return ms.database.JSONDatabase(str(work_dir / WORKLOAD_FILE),
                                         str(work_dir / RECORD_FILE), allow_missing=False)
-    except (tvm.error.InternalError, TypeError, ValueError) as err:
+    except (tvm.error.InternalError, RuntimeError, TypeError, ValueError) as err:
         from ..core.errors import summarize
 
         raise BuildError(f"TVM cannot read this MetaSchedule database: {summarize(err, limit=2)}",

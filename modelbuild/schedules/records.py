@@ -62,6 +62,33 @@ def _int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and -2**31 < value < 2**31
 
 
+# Deeper than any trace or target MetaSchedule writes; TVM's JSON reader recursed out of
+# the stack on a value nested 900 deep.
+MAX_DEPTH = 64
+
+
+def depth(value) -> int:
+    """How deeply lists and objects nest in ``value`` (0 for a number or a string)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            todo.extend((x, depth + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def trace_problem(trace) -> str | None:
+    """What is wrong with a trace as ``Trace.as_json()`` gives it ([instructions,
+    decisions]), or None: its shape, its depth, and the decisions TVM trusts (records
+    here, and the lines of a MetaSchedule database that ``import`` reads)."""
+    if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(t, list) for t in trace)):
+        return "trace must be [instructions, decisions] as Trace.as_json() gives it"
+    if depth(trace) > MAX_DEPTH:
+        return f"the trace is nested more than {MAX_DEPTH} deep: no schedule is"
+    return _decisions_problem(trace)
+
+
 def _decisions_problem(trace: list) -> str | None:
     """What is wrong with the trace's decisions, or None. TVM trusts them: a null value, an
     instruction index out of range or a category past the candidates crashed the whole
@@ -69,7 +96,8 @@ def _decisions_problem(trace: list) -> str | None:
     insts, decisions = trace
     for index, inst in enumerate(insts):
         if (isinstance(inst, list) and len(inst) == 4 and inst[0] == "Split"
-                and isinstance(inst[2], list) and len(inst[2]) > 1 and inst[2][1] is not False):
+                and isinstance(inst[2], list) and len(inst[2]) > 1
+                and inst[2][1] not in (False, 0)):  # a database writes 0 for false
             return (f"instruction {index} (Split) turns off the split's bounds check "
                     "(disable_predication): with factors that do not divide the loop, the "
                     "library would write past its buffers, and nothing checks that they do")
@@ -138,15 +166,18 @@ def parse(text: str, path: Path, expected_workload: str | None = None) -> Record
         _fail(path, expected_workload,
               f"the record is for workload '{data['workload']}', but its file name says "
               f"'{expected_workload}'", "rename the file after the workload it schedules")
-    trace = data["trace"]
-    if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(t, list) for t in trace)):
-        _fail(path, expected_workload, "trace must be [instructions, decisions] as Trace.as_json() gives it")
-    problem = _decisions_problem(trace)
+    problem = trace_problem(data["trace"])
     if problem is not None:
         _fail(path, expected_workload, problem, "sample a valid record again "
               "(`python -m modelbuild sample`), or restore the file from version control")
+    trace = data["trace"]
     if not isinstance(data["target"], dict) or "kind" not in data["target"]:
         _fail(path, expected_workload, "target must be a TVM target object with a 'kind'")
+    if depth(data["target"]) > MAX_DEPTH:
+        _fail(path, expected_workload, "target is nested too deeply to be a TVM target")
+    for key in ("source", "model"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            _fail(path, expected_workload, f"{key} must be a string or null")
     run_secs = data.get("run_secs")
     if run_secs is not None and not (
         isinstance(run_secs, list)
@@ -215,6 +246,17 @@ def check_target(record: Record, target: TargetSpec) -> None:
         _fail(record.path, record.workload,
               f"the record was made for target '{kind}', this build is for '{target.name}'",
               "build with the record's target, or replace the record with one for this target")
+    import tvm
+
+    from ..core.errors import summarize
+
+    try:
+        tvm.target.Target(record.target)
+    except Exception as err:  # noqa: BLE001 - TVM's reasons vary: ValueError, TVMError
+        _fail(record.path, record.workload,
+              f"target {json.dumps(record.target)[:120]} is not one TVM can make: "
+              f"{summarize(err, limit=1)}",
+              "restore the target the record was made for, or sample a record again")
 
 
 def format_record(record: Record) -> str:
