@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import assert_close, model_inputs, run_library, sha256, tiny_conv_workload
 
 SPLIT_AND_VECTORIZE = '''
@@ -80,6 +82,30 @@ def test_a_schedule_that_calls_sys_exit_fails_its_step_not_the_whole_run_with_su
         assert f"failed lower:tiny/{workload}" in run.output and "Traceback" not in run.output
         assert sha256(tiny_copy.library("tiny")) == lib_hash
 
+
+
+@pytest.mark.parametrize("body, said", [
+    ("raise KeyboardInterrupt", "raised KeyboardInterrupt at line 2 (`raise KeyboardInterrupt`), "
+                                "with no Ctrl-C: its own failure"),
+    ("sch.split(sch.fuse(*sch.get_loops(sch.get_sblock('compute'))), factors=[None, 1000000], "
+     "disable_predication=True)", "splits a loop with disable_predication=True"),
+])
+def test_a_schedule_s_own_interrupt_or_unchecked_split_fails_its_step(tiny_copy, body, said):
+    """A KeyboardInterrupt the schedule raised stopped the build as a Ctrl-C ("interrupted",
+    130) and `check` with it; a split without its bounds check built, exit 0, a library
+    that corrupted the heap when it ran."""
+    workload = tiny_conv_workload(tiny_copy)
+    lib_hash = sha256(tiny_copy.library("tiny"))
+    path = tiny_copy.root / "schedules" / "tiny" / f"{workload}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"def schedule(sch):\n    {body}\n")
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode == 1 and said in run.output, run
+    assert f"failed lower:tiny/{workload}" in run.output and "interrupted" not in run.output
+    check = subprocess.run([sys.executable, "-m", "modelbuild", "check", "tiny"],
+                           cwd=tiny_copy.root, capture_output=True, text=True)
+    assert check.returncode == 1 and said in check.stdout + check.stderr, check
+    assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
 def test_a_schedule_cannot_end_the_process_or_escape_its_step(tiny_copy):

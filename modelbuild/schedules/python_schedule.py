@@ -26,7 +26,9 @@ import importlib.abc
 import importlib.util
 import linecache
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -265,10 +267,18 @@ def _run_user_code(run, what: str, path: Path, workload: str, source: bytes,
     """``run()``, the schedule file's own code; what it raises (any BaseException but a
     Ctrl-C and a SyntaxError, which the caller words) fails its step in words."""
     try:
-        with _contained(), _helpers_importable(path, source, helpers):
-            run()
+        with _sigints() as sigint, _contained(), _helpers_importable(path, source, helpers):
+            try:
+                run()
+            except KeyboardInterrupt as err:
+                if sigint():
+                    raise  # a Ctrl-C: the build stops, as anywhere
+                raise _Raised().with_traceback(err.__traceback__) from None
     except (KeyboardInterrupt, SyntaxError):
         raise
+    except _Raised as err:
+        raise BuildError(f"{what} raised KeyboardInterrupt{_where(err, path)}, with no Ctrl-C: "
+                         "its own failure", file=path, workload=workload, hint=HINT) from None
     except (SystemExit, _Exit) as err:
         called = err.called if isinstance(err, _Exit) else f"sys.exit({err.code!r})"
         raise BuildError(f"{what} called {called}: a schedule cannot end the build",
@@ -282,6 +292,32 @@ def _run_user_code(run, what: str, path: Path, workload: str, source: bytes,
                          file=path, workload=workload, hint=hint) from None
 
 
+class _Raised(Exception):
+    """A KeyboardInterrupt the schedule's own code raised (no Ctrl-C came): its failure."""
+
+
+@contextlib.contextmanager
+def _sigints():
+    """Yields ``sigint()``: whether a real SIGINT came while the block ran, as opposed to a
+    KeyboardInterrupt the schedule raised itself (which fails its step, as any exception
+    does; it had stopped the build as "interrupted"). The handler in place still runs."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield lambda: False  # no SIGINT raises here: another thread, or ignored / default
+        return
+    received: list[int] = []
+
+    def handler(signum, frame):
+        received.append(signum)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(received)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
     """The ``Schedule`` the function in ``source`` made of ``func``."""
     from tvm.s_tir import Schedule
@@ -291,6 +327,12 @@ def _scheduled(func, name: str, path: Path, source: bytes, helpers: dict):
     fn = load(path, name, source, helpers)
     sch = Schedule(normalize(func), error_render_level="detail")
     _run_user_code(lambda: fn(sch), "the schedule function", path, name, source, helpers)
+    for inst in sch.trace.insts:
+        if inst.kind.name == "Split" and len(inst.attrs) > 1 and bool(inst.attrs[1]):
+            raise BuildError("the schedule function splits a loop with disable_predication=True:"
+                             " with factors that do not divide the loop the library writes "
+                             "past its buffers, and nothing checks that they do (records may "
+                             "not either)", file=path, workload=name, hint=HINT)
     return sch
 
 
