@@ -467,7 +467,11 @@ def for_convert_layout(mod):
       2 of the five, the rows: a library with other numbers, or none at all;
     - a split into one section (ONNX's Split with one output, which the importer types as
       the tensor itself) as its input: ConvertLayout ended the process with SIGSEGV on it
-      after a convolution with blocks of its own (found by a differential run)."""
+      after a convolution with blocks of its own (found by a differential run);
+    - a split of the channels at given indices as one strided_slice per piece:
+      ConvertLayout carried ``split(indices=[16], axis=1)`` into NCHW16c with its index
+      still in channels, applied to the blocks (pieces of 256 and 32 channels for 16 and
+      272: other numbers, exit 0; or a negative extent). A differential run found it."""
     return _function_pass("ForConvertLayout", _for_convert_layout_class, lambda m: m)(mod)
 
 
@@ -492,7 +496,27 @@ def _for_convert_layout_class():
                 if isinstance(call.ty, relax.TensorType):
                     return data
                 return self.builder_.normalize(relax.Tuple([data]))
+            if call.op.name == "relax.split":
+                return self._channel_split_as_slices(call)
             return call
+
+        def _channel_split_as_slices(self, call):
+            """A split of the channels at given indices as one strided_slice per piece."""
+            data, attrs = call.args[0], call.attrs
+            ndim = getattr(data.ty, "ndim", -1)
+            sections = attrs.indices_or_sections
+            if ndim != 4 or isinstance(sections, (int, tvm.tirx.IntImm)) \
+                    or int(attrs.axis) % ndim != 1:
+                return call
+            try:
+                cuts = [int(i) for i in sections]
+                channels = int(data.ty.shape[1])
+            except (TypeError, ValueError):
+                return call  # a symbolic size: left to ConvertLayout as it is
+            bounds = [0, *cuts, channels]
+            pieces = [relax.op.strided_slice(data, axes=[1], begin=[a], end=[max(a, b)])
+                      for a, b in zip(bounds, bounds[1:])]
+            return self.builder_.normalize(relax.Tuple(pieces))
 
     return ForConvertLayout
 
