@@ -281,6 +281,34 @@ def test_a_split_of_the_channels_at_given_indices_runs_blocked_right(tmp_path, c
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
 
 
+@pytest.mark.parametrize("op, fused", [("Max", "maximum"), ("Min", "minimum")])
+def test_max_and_min_with_a_constant_run_blocked_inside_the_convolution(tmp_path, op, fused):
+    """ONNX Max / Min import as max / min over a stack: ConvertLayout could not carry that,
+    and the graph between the convolutions went back to NCHW (a note said so); as one
+    elementwise maximum it fuses into the convolution before it."""
+    rng = np.random.default_rng(0)
+    inits = [onnx.numpy_helper.from_array(
+        (rng.standard_normal((32, 16, 3, 3)) * 0.2).astype(np.float32), "w"),
+        onnx.numpy_helper.from_array(rng.standard_normal((32, 1, 1)).astype(np.float32), "k"),
+        onnx.numpy_helper.from_array(
+            (rng.standard_normal((16, 32, 1, 1)) * 0.2).astype(np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node(op, ["c", "k"], ["m"]),
+             helper.make_node("Conv", ["m", "w2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 9, 9])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    project = make_project(tmp_path / "p", {"m": model})
+    run = project.doit("build:m")
+    assert "note:" not in run.output, run.output
+    assert any(w.startswith("fused_conv2d_NCHWc") and fused in w
+               for w in _workloads(project, "m")), _workloads(project, "m")
+    x = model_inputs(project.root, "m")
+    assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
+
+
 _DECLARED = sorted(models_mod.discover(REPO / "models"))
 
 

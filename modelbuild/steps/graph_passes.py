@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 
-_BINARY = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide")
+_BINARY = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum",
+           "relax.minimum", "relax.power")
 
 
 def _shape(expr):
@@ -59,6 +60,9 @@ def _mutator_class():
             if call.op.same_as(op("relax.sum")):
                 added = _stacked_sum(self, call)
                 return call if added is None else added
+            if call.op.name in _STACKED_EXTREMES:
+                folded = _stacked_extreme(self, call)
+                return call if folded is None else folded
             if call.op.name in _BINARY and len(call.args) == 2:
                 return _full_rank_constants(self, call)
             return call
@@ -102,6 +106,50 @@ def _stacked_sum(self, call):
     total = parts[0]
     for part in parts[1:]:
         total = self.builder_.normalize(relax.op.add(total, part))
+    return total
+
+
+# ONNX Max / Min of n tensors import as max / min over stack(broadcast_to(...)): one
+# elementwise maximum / minimum per operand instead, which ConvertLayout carries in the
+# blocked layout (the stack sent the graph back to NCHW, found by a differential run).
+_STACKED_EXTREMES = {"relax.max": "maximum", "relax.min": "minimum"}
+
+
+def _stacked_extreme(self, call):
+    """``maximum(a, maximum(b, ...))`` for ``max(stack(items, axis=k), axis=k)`` (``min``
+    alike), each item as it was before it was broadcast to the others' shape; or None."""
+    import tvm
+    from tvm import relax
+
+    axis = call.attrs.axis
+    if axis is None or len(axis) != 1 or call.attrs.keepdims:
+        return None
+    stacked = self._value(call.args[0])
+    if not (isinstance(stacked, relax.Call) and stacked.op.same_as(tvm.ir.Op.get("relax.stack"))
+            and int(stacked.attrs.axis) == int(axis[0])):
+        return None
+    items = self._value(stacked.args[0])
+    out = _shape(call)
+    if not isinstance(items, relax.Tuple) or out is None:
+        return None
+    parts = []
+    for item in items.fields:
+        value = self._value(item)
+        if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.broadcast_to")):
+            item = value.args[0]
+        shape = _shape(item)
+        if shape is None or len(shape) > len(out) or any(
+                d not in (1, o) for d, o in zip(reversed(shape), reversed(out))):
+            return None
+        parts.append(item)
+    if not any(_shape(part) == out for part in parts):
+        return None  # the result's shape would come of broadcasting alone: left as it is
+    combine = getattr(relax.op, _STACKED_EXTREMES[call.op.name])
+    total = parts[0]
+    for part in parts[1:]:
+        total = _full_rank_constants(self, self.builder_.normalize(combine(total, part)))
+    if call.ty.dtype != total.ty.dtype:
+        return None
     return total
 
 
