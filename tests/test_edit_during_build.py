@@ -125,9 +125,18 @@ def test_lower_reads_its_workload_and_record_once_and_is_given_what_it_read(
         reads.append(f"{path.parent.name}/{path.name}")
         return data
 
+    read_limited = regular_file.read_limited
+
+    def counting_limited(path, limit):
+        data = read_limited(path, limit)
+        reads.append(f"{path.parent.name}/{path.name}")
+        return data
+
     monkeypatch.setattr(Path, "read_bytes", counting)
-    # built files (the workload's TIR) are read through regular_file: counted the same
+    # built files (the workload's TIR) are read through regular_file, records through its
+    # bounded reader: counted the same
     monkeypatch.setattr(regular_file, "read_bytes", counting)
+    monkeypatch.setattr(regular_file, "read_limited", counting_limited)
     monkeypatch.setattr(Path, "read_text", lambda *a, **k: pytest.fail("read as text"))
     monkeypatch.setattr(records, "parse", functools.partial(_counted, records.parse, reads))
     inputs = fingerprint.lower_inputs({"c": 1}, layout, "w")
