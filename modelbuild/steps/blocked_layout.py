@@ -19,14 +19,16 @@ import re
 _BLOCKED = re.compile(r"^NCHW(\d+)c$")
 
 
-def convert(mod, block: int):
-    """``mod`` with its convolutions and what lies between them in NCHW{block}c.
+def convert(mod, block: int, prepare=lambda mod: mod):
+    """``mod`` with its convolutions and what lies between them in NCHW{block}c;
+    ``prepare(mod)``: the same graph written the way ConvertLayout carries right
+    (graph_passes.for_convert_layout), applied only when the conversion succeeds.
 
     Where TVM's ``ConvertLayout`` fails on the graph (it refuses a model whose outputs
     include a shape: "DataflowBlock Pass should not rewrite or delete any global-scope
-    Var"), the graph stays NCHW, each convolution is still computed blocked on its own
-    (legalize_map: its input and output transformed around it), and a note on stderr says
-    so. Deterministic, so the build stays cacheable."""
+    Var"), the graph stays NCHW as it was, each convolution is still computed blocked on
+    its own (legalize_map: its input and output transformed around it), and a note on
+    stderr says so. Deterministic, so the build stays cacheable."""
     import tvm
     from tvm import relax
 
@@ -41,7 +43,7 @@ def convert(mod, block: int):
         return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]}
 
     try:
-        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(mod)
+        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(prepare(mod))
     except (tvm.error.InternalError, RuntimeError, ValueError) as err:
         say_unblocked(f"TVM's ConvertLayout cannot carry this graph in NCHW{block}c", err)
         return mod

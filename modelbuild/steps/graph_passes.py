@@ -493,7 +493,7 @@ def pipeline(block: int | None) -> list:
         "SimplifyGraph": simplify_graph() if block is None else tvm.transform.Sequential(
             [simplify_graph(), fold_constants()]),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
-            [_as_pass(lambda mod: blocked_layout.convert(for_convert_layout(mod), block),
+            [_as_pass(lambda mod: blocked_layout.convert(mod, block, for_convert_layout),
                       "ConvertLayoutBlocked"),
              fold_constants()]),
         "LegalizeOps": t.LegalizeOps() if block is None else

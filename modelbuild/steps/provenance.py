@@ -260,7 +260,9 @@ def _kernels(before_fusion, fused, workloads: set) -> list:
     traced = relax.transform.FuseOps()(tagged)
     binds = _bindings(before_fusion["main"])
     index = {_key(b.var): i for i, b in enumerate(binds)}
-    ours, theirs = _bindings(traced["main"]), _bindings(fused["main"])
+    # Tuples and their items compute nothing; FuseTIR drops some that FuseOps kept (those
+    # around a split written as slices, graph_passes.for_convert_layout)
+    ours, theirs = (_computing(_bindings(m["main"])) for m in (traced, fused))
     if [b.var.name for b in ours] != [b.var.name for b in theirs]:
         raise TraceError("the traced fusion does not line up with partition's")
     kernel_of: list = [None] * len(binds)
@@ -326,6 +328,13 @@ def _members(mod, binding, tags: dict, index: dict) -> list[int]:
 
 def _bindings(func) -> list:
     return [b for block in func.body.blocks for b in block.bindings]
+
+
+def _computing(bindings: list) -> list:
+    """The bindings that are not a tuple or a tuple's item."""
+    from tvm import relax
+
+    return [b for b in bindings if not isinstance(b.value, (relax.Tuple, relax.TupleGetItem))]
 
 
 def _key(obj) -> int:
