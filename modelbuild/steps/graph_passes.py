@@ -78,8 +78,9 @@ def _mutator_class():
     return Simplify
 
 
-def _stacked_sum(self, call):
-    """``a + b + ...`` for ``sum(stack(items, axis=k), axis=k)`` of equal shapes, or None."""
+def _stacked(self, call):
+    """(the items, the output's shape) of ``f(stack(items, axis=k), axis=k)`` (a reduction
+    ``f`` over the stacking axis, as TVM imports ONNX Sum, Max and Min), or None."""
     import tvm
     from tvm import relax
 
@@ -94,12 +95,32 @@ def _stacked_sum(self, call):
     out = _shape(call)
     if not isinstance(items, relax.Tuple) or out is None:
         return None
+    return items.fields, out
+
+
+def _unbroadcast(self, item):
+    """``item`` as it was before a broadcast_to (itself when it is none)."""
+    import tvm
+    from tvm import relax
+
+    value = self._value(item)
+    if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.broadcast_to")):
+        return value.args[0]
+    return item
+
+
+def _stacked_sum(self, call):
+    """``a + b + ...`` for ``sum(stack(items, axis=k), axis=k)`` of equal shapes, or None."""
+    from tvm import relax
+
+    found = _stacked(self, call)
+    if found is None:
+        return None
+    items, out = found
     parts = []
-    for item in items.fields:
-        value = self._value(item)
-        if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.broadcast_to")) \
-                and _shape(value.args[0]) == out:
-            item = value.args[0]
+    for item in items:
+        unbroadcast = _unbroadcast(self, item)
+        item = unbroadcast if _shape(unbroadcast) == out else item
         if _shape(item) != out:
             return None
         parts.append(item)
@@ -118,25 +139,15 @@ _STACKED_EXTREMES = {"relax.max": "maximum", "relax.min": "minimum"}
 def _stacked_extreme(self, call):
     """``maximum(a, maximum(b, ...))`` for ``max(stack(items, axis=k), axis=k)`` (``min``
     alike), each item as it was before it was broadcast to the others' shape; or None."""
-    import tvm
     from tvm import relax
 
-    axis = call.attrs.axis
-    if axis is None or len(axis) != 1 or call.attrs.keepdims:
+    found = _stacked(self, call)
+    if found is None:
         return None
-    stacked = self._value(call.args[0])
-    if not (isinstance(stacked, relax.Call) and stacked.op.same_as(tvm.ir.Op.get("relax.stack"))
-            and int(stacked.attrs.axis) == int(axis[0])):
-        return None
-    items = self._value(stacked.args[0])
-    out = _shape(call)
-    if not isinstance(items, relax.Tuple) or out is None:
-        return None
+    items, out = found
     parts = []
-    for item in items.fields:
-        value = self._value(item)
-        if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.broadcast_to")):
-            item = value.args[0]
+    for item in items:
+        item = _unbroadcast(self, item)
         shape = _shape(item)
         if shape is None or len(shape) > len(out) or any(
                 d not in (1, o) for d, o in zip(reversed(shape), reversed(out))):
