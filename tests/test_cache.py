@@ -117,6 +117,21 @@ link.run = run
     assert (stats["hit"], stats["miss"]) == (0, steps_a), stats
 
 
+def test_stale_run_logs_a_build_cannot_remove_or_read_do_not_stop_it(tiny_copy):
+    """A run's log named by a pid no system has, and an hour-old folder at a dead run's log
+    name, ended every later build in a traceback (OverflowError, IsADirectoryError)."""
+    build = tiny_copy.root / "build"
+    (build / ".cache-events.99999999999999999999").write_text("")
+    folder = build / ".cache-events.999999"
+    folder.mkdir()
+    (folder / "mine.txt").write_text("a user's file")
+    os.utime(folder, (time.time() - 3600, time.time() - 3600))
+    tiny_copy.library("tiny").unlink()
+    run = tiny_copy.doit("build:tiny")
+    assert "Traceback" not in run.output and "link:tiny" in run.ran, run
+    assert (folder / "mine.txt").read_text() == "a user's file"
+
+
 def test_two_processes_fill_one_cache_at_once(tmp_path):
     shared = tmp_path / "shared-cache"
     env = {**os.environ, cache.ENV: str(shared)}

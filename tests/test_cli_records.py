@@ -269,6 +269,8 @@ def test_a_variant_named_by_a_digit_that_is_not_ascii_is_no_variant(tiny_copy):
     folder = tiny_copy.root / "schedules" / "tiny" / "variants" / workload
     shutil.copy(folder / "1.json", folder / "٣.json")
     shutil.copy(folder / "1.json", folder / "².json")
+    for name in ("03.json", "003.json"):  # also variant 3, by int(): whichever came last won
+        shutil.copy(folder / "1.json", folder / name)
     assert (folder / "1.json").read_bytes() != (folder / "3.json").read_bytes()
     cli(tiny_copy, "select", "tiny", workload, "3")
     assert tiny_copy.record("tiny", workload).read_bytes() == (folder / "3.json").read_bytes()

@@ -69,6 +69,7 @@ def test_malformed_arguments_are_refused_in_words(tiny_built, args):
     (["build:nosuch"], "unknown model 'nosuch'"),
     (["build:tiny", "target=nosuch"], "unsupported target 'nosuch'"),
     (["bench:tiny", "runs=x"], "runs=x: expected a whole number"),
+    (["bench:tiny", "runs=" + "9" * 5000], "expected a whole number"),  # int() refused it
     (["lower:tiny/nosuch"], "has no workload 'nosuch'"),
     (["build:tiny", "layuot=NCHW"], "unknown variable 'layuot' in 'layuot=NCHW'; doit build and "
                                     "bench take target=, mcpu=, layout=, runs=, warmup= "

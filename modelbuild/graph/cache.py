@@ -352,7 +352,10 @@ def start_run(project: Project, run: int) -> None:
     for old in path.parent.glob(".cache-events.*"):
         pid = old.name.rsplit(".", 1)[-1]
         if old != path and is_decimal(pid) and not _alive(int(pid)) and _older(old):
-            old.unlink(missing_ok=True)
+            try:
+                old.unlink(missing_ok=True)
+            except OSError:
+                pass  # a folder there, a read-only build/: left, the run goes on
     try:
         atomic.write_bytes(path, b"")
     except OSError:
@@ -375,8 +378,8 @@ def end_run(project: Project, run: int) -> None:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
+    except (ProcessLookupError, OverflowError):
+        return False  # no such process (or no pid this system can have)
     except OSError:
         return True  # another user's process
     return True

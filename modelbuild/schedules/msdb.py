@@ -86,8 +86,8 @@ def _line_shape(name: str, entry, workloads: int) -> str | None:
     line, the record]. ``workloads``: the workload lines read so far (records come after,
     and index them)."""
     if name == WORKLOAD_FILE:
-        ok = (isinstance(entry, list) and len(entry) == 2
-              and all(isinstance(x, str) for x in entry) and is_decimal(entry[0]))
+        ok = (isinstance(entry, list) and len(entry) == 2  # the hash: below 2**64, 20 digits
+              and all(isinstance(x, str) for x in entry) and is_decimal(entry[0], most=20))
         return None if ok else "workload: [\"<structural hash>\", \"<module, base64>\"]"
     ok = (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int
           and isinstance(entry[1], list) and entry[0] >= 0)

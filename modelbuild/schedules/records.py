@@ -224,7 +224,7 @@ def load(path: Path, expected_workload: str | None = None) -> Record:
     try:
         data = read(path)
     except OSError as err:
-        raise BuildError(f"the record file is {unreadable(path, err)}", file=path,
+        raise BuildError(unreadable(path, err), file=path,
                          workload=expected_workload,
                          hint="put a record file there, or remove what is") from None
     return parse_bytes(data, path, expected_workload)

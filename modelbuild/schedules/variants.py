@@ -22,7 +22,7 @@ def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
     found = {}
     if folder.is_dir():
         for path in folder.glob("*.json"):
-            if is_decimal(path.stem):
+            if is_decimal(path.stem) and path.stem == str(int(path.stem)):  # not 01.json
                 found[int(path.stem)] = path
     return dict(sorted(found.items()))
 
@@ -61,7 +61,7 @@ def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
     try:
         data = records.read(found[k])
     except OSError as err:
-        raise BuildError(f"variant {k} is {records.unreadable(found[k], err)}", file=found[k],
+        raise BuildError(f"variant {k}: {records.unreadable(found[k], err)}", file=found[k],
                          workload=workload, hint="remove it, or sample again") from None
     atomic.write_bytes(active, data)
     return active
