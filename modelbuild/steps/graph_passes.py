@@ -57,11 +57,8 @@ def _mutator_class():
             call = self.builder_.normalize(super().visit_call_(call))
             if not isinstance(call.op, tvm.ir.Op):
                 return call
-            if call.op.same_as(op("relax.sum")):
-                added = _stacked_sum(self, call)
-                return call if added is None else added
-            if call.op.name in _STACKED_EXTREMES:
-                folded = _stacked_extreme(self, call)
+            if call.op.name in _STACKED:
+                folded = _stacked_elementwise(self, call)
                 return call if folded is None else folded
             if call.op.name in _BINARY and len(call.args) == 2:
                 return _full_rank_constants(self, call)
@@ -109,59 +106,46 @@ def _unbroadcast(self, item):
     return item
 
 
-def _stacked_sum(self, call):
-    """``a + b + ...`` for ``sum(stack(items, axis=k), axis=k)`` of equal shapes, or None."""
+# ONNX Sum / Max / Min of n tensors import as sum / max / min over stack(broadcast_to(...)):
+# one elementwise op per operand instead (resnet50's residual add; a Max or Min beside a
+# convolution, whose stack sent the graph back to NCHW: found by a differential run). The
+# flag: whether the operands must have the output's shape (Sum) or may broadcast to it.
+_STACKED = {"relax.sum": ("add", True), "relax.max": ("maximum", False),
+            "relax.min": ("minimum", False)}
+
+
+def _stacked_elementwise(self, call):
+    """``a + b + ...`` for ``sum(stack(items, axis=k), axis=k)`` of equal shapes, and
+    ``maximum(a, maximum(b, ...))`` for ``max`` (``min`` alike) of operands that broadcast
+    to the output, each as it was before it was broadcast; or None."""
     from tvm import relax
 
     found = _stacked(self, call)
     if found is None:
         return None
     items, out = found
-    parts = []
-    for item in items:
-        unbroadcast = _unbroadcast(self, item)
-        item = unbroadcast if _shape(unbroadcast) == out else item
-        if _shape(item) != out:
-            return None
-        parts.append(item)
-    total = parts[0]
-    for part in parts[1:]:
-        total = self.builder_.normalize(relax.op.add(total, part))
-    return total
-
-
-# ONNX Max / Min of n tensors import as max / min over stack(broadcast_to(...)): one
-# elementwise maximum / minimum per operand instead, which ConvertLayout carries in the
-# blocked layout (the stack sent the graph back to NCHW, found by a differential run).
-_STACKED_EXTREMES = {"relax.max": "maximum", "relax.min": "minimum"}
-
-
-def _stacked_extreme(self, call):
-    """``maximum(a, maximum(b, ...))`` for ``max(stack(items, axis=k), axis=k)`` (``min``
-    alike), each item as it was before it was broadcast to the others' shape; or None."""
-    from tvm import relax
-
-    found = _stacked(self, call)
-    if found is None:
-        return None
-    items, out = found
-    parts = []
-    for item in items:
-        item = _unbroadcast(self, item)
-        shape = _shape(item)
-        if shape is None or len(shape) > len(out) or any(
-                d not in (1, o) for d, o in zip(reversed(shape), reversed(out))):
-            return None
-        parts.append(item)
-    if not any(_shape(part) == out for part in parts):
+    name, equal = _STACKED[call.op.name]
+    parts = [_operand(self, item, out, equal) for item in items]
+    if any(part is None for part in parts) or not any(_shape(p) == out for p in parts):
         return None  # the result's shape would come of broadcasting alone: left as it is
-    combine = getattr(relax.op, _STACKED_EXTREMES[call.op.name])
+    combine = getattr(relax.op, name)
     total = parts[0]
     for part in parts[1:]:
         total = _full_rank_constants(self, self.builder_.normalize(combine(total, part)))
-    if call.ty.dtype != total.ty.dtype:
+    return total if call.ty.dtype == total.ty.dtype else None
+
+
+def _operand(self, item, out: list, equal: bool):
+    """One stacked item as an operand: unbroadcast where that keeps it usable (of the
+    output's shape when ``equal``, else broadcasting to it); None when it is not."""
+    bare = _unbroadcast(self, item)
+    if equal:
+        return next((x for x in (bare, item) if _shape(x) == out), None)
+    shape = _shape(bare)
+    if shape is None or len(shape) > len(out) or any(
+            d not in (1, o) for d, o in zip(reversed(shape), reversed(out))):
         return None
-    return total
+    return bare
 
 
 def _full_rank_constants(self, call):
