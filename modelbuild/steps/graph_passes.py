@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 
 _BINARY = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum",
-           "relax.minimum", "relax.power")
+           "relax.minimum")
 
 
 def _shape(expr):
