@@ -230,3 +230,55 @@ def test_a_second_serve_started_while_the_first_starts_is_refused(tiny_copy):
     finally:
         os.killpg(first.pid, signal.SIGTERM)
         first.wait(60)
+
+
+def test_serve_stop_leaves_another_program_on_a_dead_serves_pid_alone(tiny_project):
+    """A serve killed with SIGKILL leaves its address file; once its pid is another
+    program's, `serve --stop` sent that program SIGTERM. Now it sees that no serve holds
+    the project's lock, removes the stale file and signals nothing; a build goes on
+    locally."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        build = tiny_project.root / "build"
+        build.mkdir(exist_ok=True)
+        (build / ".serve-lock").write_text(str(other.pid))  # as the dead serve left it
+        (build / ".executor.json").write_text(json.dumps(
+            {"address": "tcp://127.0.0.1:9", "pid": other.pid, "workers": {}}))
+        stop = subprocess.run([sys.executable, "-m", "modelbuild", "serve", "--stop"],
+                              cwd=tiny_project.root, capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert "no `modelbuild serve` runs" in stop.stdout and str(other.pid) in stop.stdout
+        assert other.poll() is None, "serve --stop signalled a program that is not serve"
+        assert not (build / ".executor.json").exists()
+        tiny_project.doit("build:tiny")  # no executor: built here
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.parametrize("content", [
+    '{"address": "tcp://127.0.0.1:9", "pid": 99999999999999999999999, "workers": {}}',
+    '{"address": "tcp://127.0.0.1:9", "pid": 0, "workers": {}}',
+    '{"address": "tcp://127.0.0.1:9", "pid": -1, "workers": {}}',
+    '{"address": "tcp://127.0.0.1:9", "pid": true, "workers": {}}',
+    '{"address": 5, "pid": 1, "workers": {}}',
+    '{"address": "tcp://127.0.0.1:9", "pid": 1, "workers": {"w": {"pid": 1}}}',
+    "[" * 100000,
+    "fifo",
+])
+def test_a_malformed_serve_address_file_means_no_serve(tiny_project, content):
+    """What is not serve's own file (a huge pid, pid 0 or -1, which os.kill takes for
+    process groups, wrong types, deep nesting, a pipe) is no serve: --status, --stop and a
+    build answer without a traceback, a hang or a signal sent anywhere."""
+    path = tiny_project.root / "build" / ".executor.json"
+    path.parent.mkdir(exist_ok=True)
+    if content == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(content)
+    for args in (["--status"], ["--stop"]):
+        done = subprocess.run([sys.executable, "-m", "modelbuild", "serve", *args],
+                              cwd=tiny_project.root, capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert "no `modelbuild serve` runs" in done.stdout, done.stdout + done.stderr
+    tiny_project.doit("build:tiny")

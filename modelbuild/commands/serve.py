@@ -48,7 +48,15 @@ def _stop(project) -> int:
     if info is None:
         console.print("no `modelbuild serve` runs for this project")
         return 0
-    os.kill(int(info["pid"]), signal.SIGTERM)
+    lock = build_lock.serve_lock_file(project)
+    if build_lock.free(lock):
+        # serve holds its lock while it runs: the address file outlived its serve (killed),
+        # and its pid may be another program's now, which must not get the signal
+        executor.address_file(project).unlink(missing_ok=True)
+        console.print(f"no `modelbuild serve` runs for this project (removed the address file "
+                      f"of one that ended without removing it: pid {info['pid']})")
+        return 0
+    os.kill(info["pid"], signal.SIGTERM)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and executor.served(project) is not None:
         time.sleep(0.1)

@@ -174,6 +174,22 @@ def holder(path: Path) -> str | None:
     return None
 
 
+def free(path: Path) -> bool:
+    """Whether ``path`` is a lock file no process holds (False also when it cannot be
+    told: no such file, a file system without locks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # a lock taken here to look goes with it
+
+
 def _take(path: Path, wait) -> int | None:
     """The fd of ``path`` exclusively locked, its holder's pid written in it. Held by
     another process: ``wait(fd)`` is called and the lock waited for, or, without ``wait``,

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..core import settings
+from ..core import regular_file, settings
 from ..core.errors import BuildError
 from ..core.layout import Project
 from .tls import TlsFiles
@@ -50,13 +50,37 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
 
 def served(project: Project) -> dict | None:
     """What the running `serve` of this project wrote (address, pid, workers), or None when
-    none runs (no file, or its process is gone)."""
+    none runs (no file, or its process is gone) or the file is not what serve writes (a
+    pipe, a folder, other JSON: never a hang, never a traceback)."""
     try:
-        info = json.loads(address_file(project).read_text())
-        os.kill(int(info["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
+        info = json.loads(regular_file.read_limited(address_file(project), _MOST_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not _well_formed(info):
+        return None
+    try:
+        os.kill(info["pid"], 0)
+    except (OSError, OverflowError):
         return None
     return info
+
+
+_MOST_BYTES = 1024 * 1024  # serve's file names a few workers: kilobytes
+
+
+def _well_formed(info) -> bool:
+    """``info`` is what serve writes: a pid of a process (not 0 or negative, which
+    os.kill takes for process groups), an address, workers with their pids and runs,
+    certificates (optional) as three paths."""
+    if not isinstance(info, dict):
+        return False
+    pid, workers, tls = info.get("pid"), info.get("workers", {}), info.get("tls")
+    return (type(pid) is int and 0 < pid < 2 ** 31 and isinstance(info.get("address"), str)
+            and isinstance(workers, dict)
+            and all(isinstance(a, str) and isinstance(w, dict) and isinstance(w.get("runs"), str)
+                    and type(w.get("pid")) is int for a, w in workers.items())
+            and (tls is None or (isinstance(tls, dict) and sorted(tls) == ["ca", "cert", "key"]
+                                 and all(isinstance(v, str) for v in tls.values()))))
 
 
 def configured(project: Project, config: settings.Settings | None = None) -> "Executor | None":
