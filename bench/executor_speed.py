@@ -19,7 +19,9 @@ and codegen times (warm TVM, in one process), its transfer sizes, partition and 
 times (cold doit processes), and the round trip above. Assumptions, printed with it:
 workers as fast as this machine's cores, a 1 Gbit/s network, greedy scheduling
 (Graham's bound: critical path + remaining work / workers), partition and link
-serial in the doit process. A model of a cluster we do not have, not a measurement.
+serial (partition as a cold doit process runs it, its TVM import included, which a
+warm worker's partition does not pay: an upper bound). A model of a cluster we do not
+have, not a measurement.
 """
 
 from __future__ import annotations
@@ -206,7 +208,7 @@ def main() -> None:
                 f"{model} projection ({len(m['steps'])} workloads; assumptions: workers as fast "
                 f"as this machine's cores, 1 Gbit/s, a {rt:.1f} ms round trip per step, "
                 f"partition {statistics.median(m['f']['partition']):.1f} s and link "
-                f"{statistics.median(m['f']['link']):.1f} s serial in the doit process, greedy "
+                f"{statistics.median(m['f']['link']):.1f} s serial, greedy "
                 f"scheduling): critical path {proj['critical_path']:.1f} s, total step work "
                 f"{proj['work']:.1f} s; projected clean build "
                 + ", ".join(f"{w} workers {proj[f'workers_{w}']:.1f} s "

@@ -104,6 +104,45 @@ def test_steps_on_warm_workers_give_the_local_objects_and_keep_tvm_out_of_doit(
     assert tiny_copy.objects("tiny")[f"{workload}.o"] == remote_object
 
 
+def test_a_clean_build_on_serve_partitions_on_a_worker_as_locally(tmp_path, serve):
+    """A clean build with serve running: partition runs on a warm worker too, so the doit
+    process never imports TVM (half a second of a clean build's critical path); its files,
+    the library and what partition says on stderr (here: the layout's fallback note) are
+    those of a local build."""
+    import numpy as np
+    from conftest import make_project
+    from onnx import TensorProto as TP
+    from onnx import helper as H
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = numpy_helper.from_array((rng.standard_normal((16, 8, 3, 3)) * 0.2)
+                                      .astype(np.float32), "w")
+    graph = H.make_graph([H.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                          H.make_node("ReduceMean", ["c"], ["y"], axes=[1], keepdims=1)], "g",
+                         [H.make_tensor_value_info("x", TP.FLOAT, [1, 8, 6, 6])],
+                         [H.make_tensor_value_info("y", TP.FLOAT, None)], initializer=[weights])
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 13)], ir_version=8)
+    local, remote = (make_project(tmp_path / name, {"m": model}) for name in ("local", "remote"))
+    here = local.doit("build:m")
+    serve(remote)
+    run = doit(remote, "build:m")
+    assert run.returncode == 0, run.output
+    assert "partition:m" in run.ran and run.ran_kind("codegen"), run.output
+    assert "tvm imported: False" in run.stderr, run.output
+    note = "note: TVM cannot legalize this graph in NCHW"
+    assert note in here.stderr and note in run.stderr, run.output
+
+    def files(project):
+        folder = project.root / "build" / "m" / "partition"
+        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*")
+                if p.is_file() and not p.name.endswith(".stamp")}
+
+    assert files(remote) == files(local)
+    assert sha256(remote.library("m")) == sha256(local.library("m"))
+    assert doit(remote, "build:m").ran == set()
+
+
 def test_a_worker_killed_during_a_build_leaves_a_correct_build(tiny_copy, serve):
     local_lib = sha256(tiny_copy.library("tiny"))
     _forget_compiled(tiny_copy)

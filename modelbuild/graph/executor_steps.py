@@ -1,17 +1,42 @@
-"""The lower and codegen actions: in this process (``_lower``), or shipped to an executor's
-worker (``_lower_on``, ``_codegen_on``: the same step, its inputs and output as bytes; the
-worker side is worker.py, the connection executor.py)."""
+"""The partition, lower and codegen actions: in this process (``_lower``; partition.run
+itself), or shipped to an executor's worker (``_partition_on``, ``_lower_on``,
+``_codegen_on``: the same step, its inputs and output as bytes; the worker side is
+worker.py, the connection executor.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..core import atomic
+from ..core.errors import BuildError
 from ..schedules.active import Active
 from ..steps import lower
 from ..targets.registry import TargetSpec
 from . import worker
 from .executor import Executor
+from .partition_output import PartitionOutput, entry_problem
+
+
+def _partition_on(executor: Executor, source, spec, layout, target: TargetSpec) -> None:
+    """The partition action on an executor's worker, whose TVM is imported already (this
+    process then never imports it): given the ONNX bytes the step read, it sends back the
+    output as the cache holds it, which is checked as a cache entry is before it is
+    written here (partition_output.entry_problem)."""
+    import sys
+
+    import msgpack
+
+    args = {"source": source, "spec": spec, "target": target}
+    out = msgpack.unpackb(executor.run(f"partition:{layout.name}", "partition",
+                                       worker.identity("partition", target.sources), args))
+    if out["stderr"]:
+        sys.stderr.write(out["stderr"])
+    problem = entry_problem(out["output"])
+    if problem is not None:
+        raise BuildError(f"partition:{layout.name}: the executor's worker sent back no "
+                         f"partition output: {problem}", hint="nothing of it was written; "
+                         "rerun the build, and restart the workers if it happens again")
+    PartitionOutput(layout).unpack(out["output"])
 
 
 def _lower(workload: bytes, record: Active, layout, name: str, target: TargetSpec) -> None:

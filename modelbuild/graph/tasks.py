@@ -41,7 +41,7 @@ from . import (bench_task, build_lock, cache, doit_state, doit_workers, fingerpr
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
-from .executor_steps import _codegen_on, _lower, _lower_on
+from .executor_steps import _codegen_on, _lower, _lower_on, _partition_on
 from .kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
 from .step_builders import codegen_step, lower_step, partition_current, partition_step
 
@@ -100,10 +100,12 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     previous = manifest_mod.read(layout.manifest)
     outputs = [layout.partition_dir / rel for rel, _, _ in previous.outputs] if previous else []
     cached = partition_step(ctx, spec)
+    run = (partition.run if ctx.executor is None
+           else functools.partial(_partition_on, ctx.executor))
     return _subtask(
         "partition", spec.name,
         doc=f"partition {spec.name}",
-        actions=[(step, [cached.build, partition.run, spec, layout, ctx.target])],
+        actions=[(step, [cached.build, run, spec, layout, ctx.target])],
         targets=[str(layout.manifest), *map(str, outputs)],
         uptodate=[*_locked(ctx, spec.name), Uptodate(cached, restore=not ctx.query)],
         clean=[_held(ctx, spec.name), _clean_with_stamp],

@@ -64,16 +64,38 @@ def _codegen(folder: Path, args: dict) -> bytes:
     return out.read_bytes()
 
 
+def _partition(folder: Path, args: dict) -> bytes:
+    """Partition in a private project folder, from the ONNX bytes the doit process read;
+    its output as the cache holds it (partition_output.py), with what it said on stderr
+    (the doit process prints it: the user sees a layout's fallback note as locally)."""
+    import contextlib
+    import io
+
+    import msgpack
+
+    from ..core.layout import Project
+    from ..steps import partition
+    from .partition_output import PartitionOutput
+
+    layout = Project(folder).model(args["spec"].name)
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        partition.run(args["source"], args["spec"], layout, args["target"])
+    return msgpack.packb({"output": PartitionOutput(layout).pack(), "stderr": said.getvalue()})
+
+
 def _noop(folder: Path, args: dict) -> bytes:
     """Returns its payload: the round trip of a step that does nothing (bench/)."""
     return args["payload"]
 
 
-STEPS = {kinds.LOWER.name: _lower, kinds.CODEGEN.name: _codegen, "noop": _noop}
+STEPS = {kinds.PARTITION.name: _partition, kinds.LOWER.name: _lower,
+         kinds.CODEGEN.name: _codegen, "noop": _noop}
 
 
 def run_step(step: str, expected: dict, args: dict) -> bytes:
-    """Run ``step`` ("lower" or "codegen") on ``args`` here; its output's bytes."""
+    """Run ``step`` ("partition", "lower" or "codegen") on ``args`` here; its output's
+    bytes."""
     error = None
     try:
         here = identity(step, args["target"].sources)
@@ -101,4 +123,4 @@ def warm() -> None:
     """Import what the steps need, once, before a worker takes its first step."""
     import tvm  # noqa: F401
 
-    from ..steps import codegen, lower  # noqa: F401
+    from ..steps import codegen, lower, partition  # noqa: F401

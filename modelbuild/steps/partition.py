@@ -43,9 +43,9 @@ def load_onnx(spec: ModelSpec, source: onnx_files.ModelBytes | None = None):
     """(the ONNX model with its tensors, the external data files it reads, relative to its
     folder): a model saved with external data keeps its weights in other files. Built from
     ``source``, the bytes already read (None: the files are read now, once each)."""
-    check_exists(spec)
     try:
-        if source is None:
+        if source is None:  # (given bytes were read where the file is: a worker may not see it)
+            check_exists(spec)
             source = onnx_files.read(spec.onnx_path)
         model, external = onnx_files.load(source)
     except BuildError:
