@@ -7,6 +7,7 @@ model; every library is compared with the clean build's.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -46,10 +47,19 @@ def _signing_env(remote, keys, mode="read-write"):
                             MODELBUILD_REMOTE_CACHE_SIGNING_KEY=str(keys / "remote-cache.key"))
 
 
+def _frame(path, payload: bytes, signature: str | None = None) -> bytes:
+    """``payload`` framed as the entry at ``path`` (<cache>/<kind>/<xx>/<key>) is."""
+    return cache.frame(payload, path.parent.parent.name, path.name, signature)
+
+
+def _unframe(path) -> bytes | None:
+    return cache.unframe(path.read_bytes(), path.parent.parent.name, path.name)
+
+
 def _entry_of(remote_folder, kind: str, payload: bytes):
     """The stored entry (a path in a file:// store) whose payload is ``payload``."""
     for path in remote_folder.glob(f"{kind}/??/*"):
-        if cache.unframe(path.read_bytes()) == payload:
+        if _unframe(path) == payload:
             return path
     raise AssertionError(f"no {kind} entry holds that payload")
 
@@ -79,7 +89,7 @@ def test_ci_signs_and_a_second_checkout_verifies_every_entry(tiny_built, keys, r
     uploaded = remote.entries()
     assert f"{len(uploaded)} uploaded" in run.stdout
     for raw in uploaded.values():  # every header carries a signature
-        assert len(raw.partition(b"\n")[0].split(b" ")) == 4
+        assert len(raw.partition(b"\n")[0].split(b" ")) == 5
 
     laptop = _with_public_key(_checkout(tiny_built, tmp_path / "laptop"), keys)
     again = laptop.doit("build:tiny", env=remote.build_env(mode="read"))
@@ -98,8 +108,9 @@ def _poison(entry_path, workload_object, tmp_path, keep_signature: bool) -> byte
     subprocess.run(["objcopy", "--add-section", f".poison={payload_file}",
                     "--set-section-flags", ".poison=alloc,load,readonly,data",
                     str(workload_object), str(evil)], check=True)
-    signature = entry_path.read_bytes().partition(b"\n")[0].split(b" ")[3].decode()
-    entry_path.write_bytes(cache.frame(evil.read_bytes(), signature if keep_signature else None))
+    signature = entry_path.read_bytes().partition(b"\n")[0].split(b" ")[4].decode()
+    entry_path.write_bytes(_frame(entry_path, evil.read_bytes(),
+                                  signature if keep_signature else None))
     return evil.read_bytes()
 
 
@@ -171,7 +182,7 @@ def _partition_entry(remote_folder):
 
 
 def _rewrap(path, files: dict) -> None:
-    path.write_bytes(cache.frame(msgpack.packb(files)))
+    path.write_bytes(_frame(path, msgpack.packb(files)))
 
 
 @pytest.mark.parametrize("name", ["../../../x", "ABS"])
@@ -188,7 +199,7 @@ def test_a_partition_entry_naming_a_path_is_refused_and_nothing_is_written_outsi
     remote = _file_remote(tmp_path / "shared-cache")
     _checkout(tiny_built, tmp_path / "a").doit("build:tiny", env=remote.build_env())
     entry = _partition_entry(tmp_path / "shared-cache")
-    files = msgpack.unpackb(cache.unframe(entry.read_bytes()))
+    files = msgpack.unpackb(_unframe(entry))
     man = msgpack.unpackb(files[MANIFEST])
     old = man["workloads"][0][0]
     man["workloads"][0][0] = name
@@ -209,7 +220,7 @@ def test_a_partition_entry_naming_a_path_is_refused_and_nothing_is_written_outsi
                                                          else [])
     assert not (tmp_path / "x.json").exists() and not (victim.root / "build" / "x.json").exists()
     # read-write: the refused entry was replaced by the one built here
-    assert msgpack.unpackb(cache.unframe(entry.read_bytes())).keys() != files.keys()
+    assert msgpack.unpackb(_unframe(entry)).keys() != files.keys()
 
 
 MALFORMED = {"list": msgpack.packb([1, 2, 3]), "int": msgpack.packb(7),
@@ -223,7 +234,7 @@ def test_a_malformed_partition_entry_is_rebuilt_without_a_traceback(tiny_built, 
     remote = _file_remote(tmp_path / "shared-cache")
     _checkout(tiny_built, tmp_path / "a").doit("build:tiny", env=remote.build_env())
     entry = _partition_entry(tmp_path / "shared-cache")
-    entry.write_bytes(cache.frame(MALFORMED[what]))
+    entry.write_bytes(_frame(entry, MALFORMED[what]))
 
     victim = _checkout(tiny_built, tmp_path / "victim")
     run = victim.doit("build:tiny", env=remote.build_env(mode="read"))
@@ -240,7 +251,7 @@ def test_a_malformed_partition_entry_is_rebuilt_without_a_traceback(tiny_built, 
 def test_a_malformed_local_entry_is_rebuilt_without_a_traceback(tiny_copy):
     local = tiny_copy.root / "build" / ".cache"
     (entry,) = local.glob("partition/??/*")
-    entry.write_bytes(cache.frame(msgpack.packb([1, 2])))
+    entry.write_bytes(_frame(entry, msgpack.packb([1, 2])))
     library = sha256(tiny_copy.library("tiny"))
     shutil.rmtree(tiny_copy.root / "build" / "tiny")
     run = tiny_copy.doit("build:tiny")
@@ -254,7 +265,7 @@ def test_an_object_entry_of_another_workload_is_not_used(tiny_copy):
     objects = tiny_copy.root / "build" / "tiny" / "objects"
     local = tiny_copy.root / "build" / ".cache"
     entry = _entry_of(local, "object", (objects / "mean.o").read_bytes())
-    entry.write_bytes(cache.frame((objects / "reshape.o").read_bytes()))
+    entry.write_bytes(_frame(entry, (objects / "reshape.o").read_bytes()))
     library = sha256(tiny_copy.library("tiny"))
     shutil.rmtree(tiny_copy.root / "build" / "tiny")
     run = tiny_copy.doit("build:tiny")
@@ -323,3 +334,32 @@ def test_a_key_file_that_never_ends_is_refused_not_read_whole(tiny_built, tmp_pa
     run = project.doit("build:tiny", check=False, env=env)
     assert run.returncode != 0 and "Traceback" not in run.output, run
     assert "/dev/zero: not a signing key: over 65536 bytes" in run.output, run
+
+
+def test_two_intact_entries_swapped_are_not_used_for_each_other(tmp_path):
+    """Two models of one architecture, other weights: their partition entries swapped in
+    the local cache (both intact, both what partition makes) gave model a model b's
+    weights, exit 0. An entry names the kind and key it is filed under: a moved one is
+    corrupt, rebuilt, and the library is a's own."""
+    from conftest import make_project
+    from onnx_models import tiny_model
+
+    project = make_project(tmp_path / "p", {"a": tiny_model(seed=0), "b": tiny_model(seed=1)})
+    project.doit("build:a", "build:b")
+    clean = sha256(project.library("a"))
+    local = project.root / "build" / ".cache"
+
+    def entry(model):
+        stamp = project.root / "build" / model / "partition" / "manifest.msgpack.stamp"
+        key = json.loads(stamp.read_text())["key"]
+        return local / "partition" / key[:2] / key
+
+    a, b = entry("a"), entry("b")
+    a_bytes = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(a_bytes)
+    shutil.rmtree(project.root / "build" / "a")
+    run = project.doit("build:a")
+    assert "partition:a" in run.ran, run.output
+    assert f"cache entry partition/{a.name} was corrupt" in run.output
+    assert sha256(project.library("a")) == clean

@@ -139,7 +139,7 @@ def test_a_corrupt_remote_entry_is_reported_not_used_and_replaced(tiny_built, tm
     assert f"remote cache entry object/{damaged.name} was corrupt" in run.stdout
     assert sha256(second.library("tiny")) == sha256(first.library("tiny"))
     assert damaged.read_bytes() == good  # read-write: replaced by the rebuilt entry
-    assert cache.unframe(damaged.read_bytes()) is not None
+    assert cache.unframe(damaged.read_bytes(), "object", damaged.name) is not None
 
 
 def test_the_remote_going_down_mid_build_leaves_a_correct_build_and_one_warning(

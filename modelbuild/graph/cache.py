@@ -6,9 +6,10 @@ share one store, and going back to an earlier schedule finds its artifacts.
 
     <root>/<kind>/<key[:2]>/<key>     header line + payload
 
-The header carries the payload's sha256 and size (and, on a signed remote,
-a signature: core/signing.py): an entry that was truncated or altered is
-detected when read, reported, deleted and rebuilt, never handed to the link.
+The header carries the payload's sha256 and size, the kind and key it is filed
+under (and, on a signed remote, a signature: core/signing.py): an entry that was
+truncated, altered or moved to another entry's place is detected when read,
+reported, deleted and rebuilt, never handed to the link.
 Every payload is also checked to be what its step makes (the step's
 ``check``: cache_entries.py, partition_output.entry_problem) before it is
 used; one that is not is "corrupt: not used", like a damaged one. Entries
@@ -51,33 +52,50 @@ from . import kinds
 from .remote import FORGED, UNSIGNED, RemoteStore, redact
 
 ENV = settings.BY_KEY["cache-dir"].env
-_MAGIC = b"modelbuild-cache/1"
+_MAGIC = b"modelbuild-cache/2"
+_OLD_MAGICS = (b"modelbuild-cache/1",)  # entries of an earlier format: a miss, not damage
 EVENTS = ("hit", "miss", "corrupt", "upload")
 LOCAL, REMOTE = "local", "remote"
 
 
-def frame(payload: bytes, signature: str | None = None) -> bytes:
-    """An entry as stored: a header line (format, sha256, size[, signature]), then the payload."""
+def frame(payload: bytes, kind: str, key: str, signature: str | None = None) -> bytes:
+    """An entry as stored: a header line (format, sha256, size, the step kind and key it is
+    filed under[, signature]), then the payload. The kind and key bind the entry to its
+    place: two intact entries swapped (a copy gone wrong, a crafted cache) are not used for
+    each other, and a step would otherwise restore another model's weights."""
     sig = b" " + signature.encode() if signature else b""
-    return b"%s %s %d%s\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload), sig) + payload
+    return (b"%s %s %d %s%s\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload),
+                                  _filed(kind, key), sig) + payload)
 
 
-def unframe_signed(raw: bytes) -> tuple[bytes, str | None] | None:
-    """(payload, signature or None) of a stored entry, None when the entry is damaged."""
+def _filed(kind: str, key: str) -> bytes:
+    return f"{kind}/{key}".encode()
+
+
+def unframe_signed(raw: bytes, kind: str, key: str) -> tuple[bytes, str | None] | None:
+    """(payload, signature or None) of an entry stored as ``kind``/``key``, None when the
+    entry is damaged or filed under another kind or key."""
     header, _, payload = raw.partition(b"\n")
     parts = header.split(b" ")
-    intact = (len(parts) in (3, 4) and parts[0] == _MAGIC
-              and parts[2] == str(len(payload)).encode()
+    intact = (len(parts) in (4, 5) and parts[0] == _MAGIC
+              and parts[2] == str(len(payload)).encode() and parts[3] == _filed(kind, key)
               and parts[1].decode(errors="replace") == bytes_digest(payload))
     if not intact:
         return None
-    return payload, (parts[3].decode(errors="replace") if len(parts) == 4 else None)
+    return payload, (parts[4].decode(errors="replace") if len(parts) == 5 else None)
 
 
-def unframe(raw: bytes) -> bytes | None:
-    """The payload of a stored entry, None when the entry is damaged."""
-    found = unframe_signed(raw)
+def unframe(raw: bytes, kind: str, key: str) -> bytes | None:
+    """The payload of an entry stored as ``kind``/``key``, None when the entry is damaged
+    or filed under another kind or key."""
+    found = unframe_signed(raw, kind, key)
     return found[0] if found is not None else None
+
+
+def _earlier_format(raw: bytes | None) -> bool:
+    """An entry an earlier modelbuild wrote: not read (its header binds no key), not
+    reported either; the step's output replaces it."""
+    return raw is not None and raw.split(b" ", 1)[0] in _OLD_MAGICS
 
 
 # Why an entry was not used (the event log's word; REASONS says it to the user):
@@ -182,7 +200,9 @@ class Cache:
             raw = regular_file.read_bytes(self.path(kind, key))
         except OSError:
             raw = None
-        payload = unframe(raw) if raw is not None else None
+        if _earlier_format(raw):
+            raw = None
+        payload = unframe(raw, kind, key) if raw is not None else None
         corrupt_local: bool | str = False
         if payload is not None and _invalid(check, payload):
             payload, corrupt_local = None, INVALID
@@ -193,9 +213,9 @@ class Cache:
         if self.remote is None or not remote:
             return Found(corrupt_local=corrupt_local)
         raw = self.remote.get(kind, key)
-        if raw is None:
+        if raw is None or _earlier_format(raw):
             return Found(corrupt_local=corrupt_local)
-        found = unframe_signed(raw)
+        found = unframe_signed(raw, kind, key)
         if found is None:
             return Found(corrupt_local=corrupt_local, corrupt_remote=DAMAGED)
         payload, signature = found
@@ -248,7 +268,7 @@ class Cache:
         """Keep a payload here; a cache that cannot be written is said once (stderr) and the
         build goes on without storing."""
         try:
-            atomic.write_bytes(self.path(kind, key), frame(payload))
+            atomic.write_bytes(self.path(kind, key), frame(payload, kind, key))
         except OSError as err:
             self.say_once("unwritable", f"warning: cache {self.root} cannot be written "
                           f"({err.strerror or type(err).__name__}); building without storing "
@@ -281,7 +301,7 @@ class Cache:
                           f"read-write but {refused}: nothing is uploaded")
             return
         signature = self.remote.signature(kind, key, bytes_digest(payload))
-        if self.remote.put(kind, key, frame(payload, signature)):
+        if self.remote.put(kind, key, frame(payload, kind, key, signature)):
             self.log("upload", kind, key, REMOTE)
 
     # -- maintenance ------------------------------------------------------------
