@@ -54,9 +54,10 @@ class Project:
     def __init__(self, root: Path):
         self.root = root
 
-    def doit(self, *args: str, check: bool = True, env: dict | None = None) -> DoitRun:
+    def doit(self, *args: str, check: bool = True, env: dict | None = None,
+             timeout: float | None = None) -> DoitRun:
         proc = subprocess.run([sys.executable, "-m", "doit", *args], cwd=self.root,
-                              capture_output=True, text=True, env=env)
+                              capture_output=True, text=True, env=env, timeout=timeout)
         run = DoitRun(proc)
         if check and run.returncode != 0:
             raise AssertionError(f"doit {' '.join(args)} failed:\n{run.output}")

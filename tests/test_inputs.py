@@ -61,6 +61,33 @@ def test_refused_declarations_leave_the_other_models_alone(tmp_path):
     assert "models/twin.toml" in twin.output
 
 
+@pytest.mark.parametrize("what", ["folder", "dangling-link", "fifo", "dev-zero"])
+def test_a_declaration_that_is_no_file_is_refused_alone(tmp_path, what):
+    """A folder or a link to nothing named models/x.toml failed every model's build with a
+    traceback; a pipe or a link to /dev/zero made every doit command wait (or read)
+    forever. Each is model x's error, said once; the others build."""
+    import os
+
+    project = _with_tiny(tmp_path, {})
+    declaration = project.root / "models" / "x.toml"
+    if what == "folder":
+        declaration.mkdir()
+    elif what == "dangling-link":
+        declaration.symlink_to(tmp_path / "nowhere.toml")
+    elif what == "fifo":
+        os.mkfifo(declaration)
+    else:
+        declaration.symlink_to("/dev/zero")
+    built = project.doit("build:tiny", timeout=300)
+    assert "partition:tiny" in built.ran and "Traceback" not in built.output, built.output
+    listed = project.doit("list", timeout=300)
+    lines = [ln for ln in listed.stderr.splitlines() if "models/x.toml" in ln]
+    assert len(lines) == 1 and "not a model declaration" in lines[0], listed.output
+    refused = project.doit("build:x", check=False, timeout=300)
+    assert refused.returncode != 0 and "Traceback" not in refused.output
+    assert "not a model declaration" in refused.output, refused.output
+
+
 def test_an_onnx_file_beside_a_toml_naming_another_is_refused(tmp_path):
     (tmp_path / "tiny.onnx").write_bytes(b"")
     (tmp_path / "m.toml").write_text('onnx = "tiny.onnx"\n')

@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import toml
+from . import regular_file, toml
 from .errors import BuildError
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -56,10 +56,34 @@ def _resolve_onnx(ref: str, declaration: Path) -> Path:
     return path if path.is_absolute() else declaration.parent / path
 
 
+_MOST_BYTES = 1024 * 1024  # a declaration is a few lines
+
+
+def _declaration_text(path: Path) -> str:
+    """A declaration's text: a regular file's, of at most a megabyte. A folder or a link to
+    nothing named like one failed every model's build with a traceback, and a pipe (or a
+    link to /dev/zero) made every doit command wait forever: each is this model's error."""
+    try:
+        return regular_file.read_limited(path, _MOST_BYTES).decode("utf-8")
+    except regular_file.NotRegular:
+        kind = "a folder" if path.is_dir() else "not a regular file (a pipe, a device or a socket)"
+        raise BuildError(f"not a model declaration: {kind}", file=path,
+                         hint="a declaration is a TOML file: remove or rename this") from None
+    except FileNotFoundError:
+        if not path.is_symlink():
+            raise BuildError("the model declaration was removed while it was read",
+                             file=path) from None
+        raise BuildError("not a model declaration: a link to nothing", file=path,
+                         hint="remove the link, or point it at the declaration") from None
+    except OSError as err:
+        raise BuildError(f"the model declaration cannot be read: {err.strerror or err}",
+                         file=path, hint="a declaration is a TOML file of a few lines") from None
+
+
 def _from_toml(path: Path) -> ModelSpec:
     try:
-        data = toml.loads(path.read_text())
-    except (toml.DecodeError, UnicodeDecodeError) as err:
+        data = toml.loads(_declaration_text(path))
+    except (toml.DecodeError, UnicodeDecodeError, RecursionError) as err:
         raise BuildError(f"not a valid model declaration: {err}", file=path) from None
     unknown = set(data) - {"onnx", "inputs", "description", "layout"}
     if unknown:
