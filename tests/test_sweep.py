@@ -134,6 +134,59 @@ def test_ctrl_c_kill_or_a_closed_terminal_restores_the_active_record(tiny_copy, 
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+@pytest.mark.parametrize("then", ["sweep", "select"])
+def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_or_select(
+        tiny_copy, tiny_variants, then):
+    """SIGKILL (the OOM killer) left a variant active and the user's own record nowhere: the
+    next sweep restored "as before" the variant. The records a sweep found are kept on disk
+    until it puts them back; the next sweep or select of the model puts them back first."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    mine = tiny_copy.record("tiny", workload)
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    records.save(mine, replace(recs[-1], path=mine))  # no variant's copy: the user's own
+    before = mine.read_bytes()
+    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    proc.kill()
+    proc.wait(timeout=60)
+    assert mine.read_bytes() != before  # killed with variant 1 active
+    if then == "sweep":
+        done = run_sweep(tiny_copy, "--workload", workload, "--variants", "2", "--runs", "1")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert mine.read_bytes() == before
+    else:
+        done = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
+                               "2"], cwd=tiny_copy.root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        kept = tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "3.json"
+        assert kept.read_bytes() == before and "kept as variant 3" in done.stdout
+    assert f"was killed before it put back the active records it found: put back now " \
+           f"({workload})" in done.stdout, done.stdout
+
+
+def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_variants):
+    """`select M W k` (or default) overwrote (or deleted) an active record no variant is a
+    copy of, silently: now it becomes the next variant first, and select says so."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    mine = tiny_copy.record("tiny", workload)
+    records.save(mine, replace(recs[-1], path=mine))
+    before = mine.read_bytes()
+
+    def select(k):
+        return subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
+                               k], cwd=tiny_copy.root, capture_output=True, text=True)
+
+    first = select("default")
+    assert first.returncode == 0 and "kept as variant 3" in first.stdout, first.stdout
+    assert not mine.exists()
+    assert (mine.parent / "variants" / workload / "3.json").read_bytes() == before
+    assert "kept" not in select("1").stdout  # a variant's copy: nothing to keep
+    again = select("3")
+    assert again.returncode == 0 and "kept" not in again.stdout
+    assert mine.read_bytes() == before
+
+
 def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_variants):
     """A second sweep took the first's variant for the user's record and restored that."""
     workload, recs = tiny_variants

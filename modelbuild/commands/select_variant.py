@@ -47,16 +47,38 @@ def arguments(p: argparse.ArgumentParser) -> None:
                         "workload (e.g. winograd: the default schedule on it)")
 
 
+def _keep_active(layout, workload: str) -> None:
+    """The user's own active record (no variant's copy) becomes a variant before another
+    replaces it: `select` overwrote (or, for default, deleted) a hand-edited record."""
+    kept = variants.keep_active(layout, workload)
+    if kept is not None:
+        console.print(f"{workload}: the active record was no variant's copy; kept as variant "
+                      f"{kept} ({layout.variants_dir(workload) / f'{kept}.json'}): "
+                      f"`python -m modelbuild select {layout.name} {workload} {kept}` makes it "
+                      "active again")
+
+
 def run(args) -> int:
+    from .sweep import recover
+
     ws = resolve_model(args)
     layout = ws.layout
     check_selectable(ws.project, layout, args.workload)
+    recovered = recover(layout)  # a killed sweep's: before this choice, never after it
+    if recovered:
+        console.print(f"a sweep of {layout.name} was killed before it put back the active "
+                      f"records it found: put back now ({', '.join(recovered)})")
     if not is_decimal(args.variant) and args.variant != "default":
+        variants.check_computes(layout, args.workload, [args.variant])
+        _keep_active(layout, args.workload)
         path = variants.select_compute(layout, args.workload, args.variant)
         console.print(f"{args.workload}: builds the {args.variant} compute with the default "
                       f"schedule" + (f" ({path})" if path.is_file() else ""))
         return 0
     k = None if args.variant == "default" else int(args.variant)
+    if k is not None and k not in variants.existing(layout, args.workload):
+        variants.select(layout, args.workload, k)  # its error: no such variant
+    _keep_active(layout, args.workload)
     path = variants.select(layout, args.workload, k)
     if k is None:
         console.print(f"{args.workload}: no active record; builds with the target's default schedule")

@@ -17,13 +17,16 @@ import json
 import re
 import signal
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import msgpack
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..core import atomic
+from ..core import atomic, regular_file
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout, Project
@@ -108,6 +111,45 @@ def restore(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
             layout.record(w).unlink(missing_ok=True)
         elif not layout.record(w).is_file() or layout.record(w).read_bytes() != data:
             atomic.write_bytes(layout.record(w), data)
+
+
+def journal(layout: ModelLayout) -> Path:
+    """Where a running sweep keeps the active records it found, until it has put them back:
+    a sweep killed outright (SIGKILL, the machine's OOM killer, a power cut) leaves it, and
+    the next sweep of the model puts them back first."""
+    return layout.dir / ".sweep-records.msgpack"
+
+
+def keep_journal(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
+    atomic.write_bytes(journal(layout), msgpack.packb(saved))
+
+
+def recover(layout: ModelLayout) -> list[str]:
+    """Put back the active records a killed sweep of the model found (its journal), and
+    remove the journal; returns their workloads (none: no sweep was killed). Called with
+    the model's sweep lock held: no sweep of it runs."""
+    path = journal(layout)
+    try:
+        saved = msgpack.unpackb(regular_file.read_limited(path, _JOURNAL_MOST))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, msgpack.UnpackException) as err:
+        raise BuildError(f"a killed sweep's record of the active records is unreadable: {err}",
+                         file=path, hint="check the active records in schedules/ by hand, "
+                                         "then remove this file") from None
+    if not isinstance(saved, dict) or not all(
+            isinstance(w, str) and _WORKLOAD.fullmatch(w) and (d is None or isinstance(d, bytes))
+            for w, d in saved.items()):
+        raise BuildError("a killed sweep's record of the active records is not one a sweep "
+                         "writes", file=path, hint="check the active records in schedules/ by "
+                                                   "hand, then remove this file")
+    restore(layout, saved)
+    path.unlink(missing_ok=True)
+    return sorted(saved)
+
+
+_JOURNAL_MOST = 256 * 1024 * 1024  # records of a few workloads: far less
+_WORKLOAD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a file name in schedules/<model>/
 
 
 def activate(layout: ModelLayout, saved: dict[str, bytes | None], step: Step) -> None:
@@ -234,6 +276,7 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
     saved = snapshot(layout, workloads)
     before = {w: describe(layout, w) for w in workloads}
     chosen = None
+    keep_journal(layout, saved)
     try:
         with Progress(console=console, transient=True) as progress:
             bar = progress.add_task("sweep", total=len(sweep.steps))
@@ -259,6 +302,7 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
                 activate(layout, saved, chosen)
             else:
                 restore(layout, saved)
+            journal(layout).unlink(missing_ok=True)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         with console.status("rebuilding with the active records ..."):
@@ -440,6 +484,10 @@ def run(args) -> int:
                          f"{build_lock.holder(lock) or ''}: the active records are its "
                          "variants until it ends and restores them",
                          hint="wait for it to end, then sweep") from None
+    recovered = recover(project.model(args.model))
+    if recovered:
+        out.print(f"a sweep of {args.model} was killed before it put back the active records "
+                  f"it found: put back now ({', '.join(recovered)})")
     then = "select the fastest" if args.select_fastest else "restore the active records"
     out.print(f"sweep {args.model}: {len(steps)} builds "
               f"({plan_size_text(steps, workloads, args.mode)}), "

@@ -67,6 +67,18 @@ def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
     return active
 
 
+def keep_active(layout: ModelLayout, workload: str) -> int | None:
+    """When the active record is the user's own (no copy of a variant: written or edited by
+    hand, imported, tuned), copy it in as the next variant, so that selecting another one
+    loses nothing; returns its number (None: nothing to keep)."""
+    data = _bytes_or_none(layout.record(workload))
+    if data is None or active_variant(layout, workload) is not None:
+        return None
+    k = max(existing(layout, workload), default=0) + 1
+    atomic.write_bytes(layout.variants_dir(workload) / f"{k}.json", data)
+    return k
+
+
 def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
     """Make the active record the default schedule on ``compute`` of the workload (``direct``:
     no record)."""
