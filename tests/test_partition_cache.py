@@ -70,3 +70,27 @@ def test_another_tvm_ffi_misses_partitions_entry(tiny_copy, tmp_path):
     shutil.rmtree(tiny_copy.root / "build" / "tiny")
     same = tiny_copy.doit("partition:tiny")  # the real tvm-ffi: the first build's entry
     assert same.from_cache == {"partition:tiny"} and _partition_events(tiny_copy) == ["hit"]
+
+
+def test_a_link_in_place_of_a_partition_file_is_replaced_not_followed(tiny_copy, tmp_path):
+    """A stale link where a partition file was (to nowhere, or to a file elsewhere) ended
+    every build in a traceback blaming "a cache entry naming a file outside its folder":
+    the restore resolved the link. The file is put back in the link's place, the file the
+    link named is left alone, and the library is the clean one."""
+    import os
+
+    library = sha256(tiny_copy.library("tiny"))
+    folder = tiny_copy.root / "build" / "tiny" / "partition" / "workloads"
+    first, second = sorted(folder.glob("*.json"))[:2]
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("not yours to overwrite")
+    first.unlink()
+    first.symlink_to(tmp_path / "nowhere.json")
+    second.unlink()
+    os.symlink(elsewhere, second)
+    run = tiny_copy.doit("build:tiny")
+    assert "Traceback" not in run.output, run.output
+    assert not first.is_symlink() and not second.is_symlink()
+    assert elsewhere.read_text() == "not yours to overwrite"
+    assert sha256(tiny_copy.library("tiny")) == library
+    assert tiny_copy.doit("build:tiny").ran == set()

@@ -199,8 +199,8 @@ class Uptodate:
         if decision.action == RESTORE and self.restore:
             try:
                 self.step.restore(decision.inputs, decision.payload, decision.source)
-            except OSError:  # cannot be put in place (a folder in the way, a full disk):
-                return False  # the step runs, and its own failure says why, in words
+            except (OSError, BuildError):  # cannot be put in place (a folder in the way, a
+                return False  # full disk): the step runs, and its own failure says why
             setattr(task, FROM_CACHE, decision.source)
             return True
         return False
