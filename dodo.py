@@ -10,13 +10,13 @@ from pathlib import Path
 
 from doit import get_var
 
-from modelbuild.graph.doit_state import set_aside_if_damaged
+from modelbuild.graph.doit_state import make_build_dir, set_aside_if_damaged
 from modelbuild.graph.reporter import ModelbuildReporter
 from modelbuild.graph.tasks import BuildGraph
 
 ROOT = Path(__file__).resolve().parent
 # doit keeps its state in build/, which must exist before doit opens it.
-(ROOT / "build").mkdir(exist_ok=True)
+make_build_dir(ROOT / "build")
 set_aside_if_damaged(ROOT / "build" / ".doit.db")  # a damaged one: one warning, a new one
 
 DOIT_CONFIG = {

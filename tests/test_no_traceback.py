@@ -270,3 +270,26 @@ def test_doit_list_piped_into_a_reader_that_stops_early_ends_as_unix_tools_do(ti
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == -13, err  # ended by SIGPIPE, as `ls | head` ends ls
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("what", ["dangling-link", "file"])
+def test_a_build_folder_that_is_no_folder_is_one_line(tiny_project, what):
+    """build/ a link to a scratch disk that is not mounted, or a file: dodo.py's mkdir
+    raised a FileExistsError traceback on every doit command."""
+    build = tiny_project.root / "build"
+    if what == "file":
+        build.write_text("")
+    else:
+        build.symlink_to(tiny_project.root / "not-mounted" / "build")
+    run = tiny_project.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.output, run.output
+    assert f"{build} is a" in run.output and "in that folder" in run.output, run.output
+
+
+@pytest.mark.parametrize("content", ['tool = "x"\n', '[tool]\nmodelbuild = 3\n'])
+def test_a_pyproject_whose_tool_is_no_table_is_one_line(tiny_copy, content):
+    """`tool = "x"` is valid TOML: `why` said "internal error ... AttributeError"."""
+    (tiny_copy.root / "pyproject.toml").write_text(content)
+    proc = cli(tiny_copy, "why", "tiny", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "pyproject.toml" in proc.stderr and "must be a table" in proc.stderr, proc.stderr

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import toml
+from . import regular_file, toml
 from .digits import is_decimal
 from .errors import BuildError
 
@@ -194,17 +194,27 @@ def resolve(root: Path, environ: Mapping[str, str] | None = None) -> Settings:
                                             if s.env and s.env in env})
 # never settings: pyproject.toml is committed, a private key must not be
 SECRETS = ("remote-cache-signing-key", "remote-cache-private-key")
+_MOST_BYTES = 16 * 1024 * 1024  # a project's pyproject.toml: kilobytes
 
 
 def read(root: Path) -> dict:
     """The ``[tool.modelbuild]`` table of the project at ``root`` ({} when there is none)."""
     path = Path(root) / "pyproject.toml"
-    if not path.is_file():
+    if not path.exists():
         return {}
     try:
-        table = toml.loads(path.read_text()).get("tool", {}).get("modelbuild", {})
-    except (toml.DecodeError, UnicodeDecodeError) as err:
+        document = toml.loads(regular_file.read_limited(path, _MOST_BYTES).decode("utf-8"))
+    except (toml.DecodeError, UnicodeDecodeError, RecursionError) as err:
         raise BuildError(f"not valid TOML: {err}", file=path) from None
+    except OSError as err:  # a folder, a pipe, a link to nothing or to /dev/zero: said
+        raise BuildError(f"cannot be read as the project's settings: "
+                         f"{err.strerror or type(err).__name__}", file=path,
+                         hint="pyproject.toml is a TOML file (or none at all)") from None
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise BuildError("`tool` must be a table ([tool.modelbuild], [tool.doit], ...)",
+                         file=path)
+    table = tool.get("modelbuild", {})
     if not isinstance(table, dict):
         raise BuildError("[tool.modelbuild] must be a table", file=path)
     secret = sorted(set(table) & set(SECRETS))

@@ -15,6 +15,25 @@ import sys
 from pathlib import Path
 
 
+def make_build_dir(folder: Path) -> None:
+    """build/, where doit keeps its state, made before doit opens it; something else in its
+    place (a link to a disk that is not mounted, a file) is one line from doit, not a
+    traceback."""
+    from doit.exceptions import InvalidDodoFile
+
+    try:
+        folder.mkdir(exist_ok=True)
+        return
+    except FileExistsError:
+        what = ("a link to nothing (a disk not mounted?)" if folder.is_symlink()
+                else "a file")
+    except OSError as err:
+        what = f"a folder that cannot be made ({err.strerror or err})"
+    raise InvalidDodoFile(f"{folder} is {what}: modelbuild keeps every build's files, and "
+                          "doit its state, in that folder (make it a folder, or the link's "
+                          "target one)")
+
+
 def problem(db: Path) -> str | None:
     """Why ``db`` is not a state file doit can use (None: it is fine, or absent)."""
     if not db.exists() and not db.is_symlink():
