@@ -69,3 +69,23 @@ def test_record_for_another_target_is_refused():
     rec = records.parse(record_json(target={"kind": "cuda"}), Path("conv.json"))
     with pytest.raises(BuildError, match="made for target 'cuda', this build is for 'llvm'"):
         records.check_target(rec, resolve("llvm"))
+
+
+def test_a_schedules_folder_that_is_a_link_loop_is_named_not_taken_for_two_records(tiny_copy):
+    """schedules/<model> a link to itself: every lower failed with "two records for one
+    workload: X.json, X.py" (neither exists), and `check` said "0 record file(s) - ok"."""
+    from conftest import cli
+
+    folder = tiny_copy.root / "schedules" / "tiny"
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    folder.parent.mkdir(exist_ok=True)
+    folder.symlink_to("tiny")
+    run = tiny_copy.doit("build:tiny", check=False)
+    assert run.returncode != 0 and "two records" not in run.output, run.output
+    assert "Too many levels of symbolic links" in run.output, run.output
+    checked = cli(tiny_copy, "check", "tiny", check=False)
+    assert checked.returncode == 1, checked.stdout
+    assert "schedules folder cannot be read" in checked.stdout, checked.stdout

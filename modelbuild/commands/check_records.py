@@ -28,8 +28,8 @@ def run(args) -> int:
     checked, problems = check.check_model(layout, part.functions(), spec,
                                           part.variant_functions())
     for problem in problems:
-        console.print(f"[red]{escape(str(problem.file))}[/red]: workload {problem.workload}: "
-                      f"{escape(problem.message)}")
+        where = f"workload {problem.workload}: " if problem.workload else ""
+        console.print(f"[red]{escape(str(problem.file))}[/red]: {where}{escape(problem.message)}")
     for row in status.rows(layout, part.manifest, spec.tvm_target):
         if row.note.startswith("tuned for "):
             console.print(f"note: {row.workload}: {escape(row.note)}")

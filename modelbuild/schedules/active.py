@@ -277,9 +277,12 @@ def of_files(workload: str, paths: tuple[Path, ...]) -> Active:
     found = [(p, data) for p in paths if (data := _read(p)) is not None]
     if not found:
         return Default(workload)
-    if len(found) > 1:
-        return Conflict(workload, tuple(p for p, _ in found))
-    path, data = found[0]
+    records_found = [p for p, data in found if not isinstance(data, str)]
+    if len(records_found) > 1:
+        return Conflict(workload, tuple(records_found))
+    # what cannot be read first: two unreadable places (a schedules folder that is a link
+    # loop makes both X.json and X.py so) are no two records
+    path, data = next(((p, d) for p, d in found if isinstance(d, str)), found[0])
     if isinstance(data, str):
         return Invalid(workload, path, b"", data, "put a record file there, or remove what is")
     if path.suffix == ".py":

@@ -45,10 +45,29 @@ def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str |
     return None
 
 
+def _unreadable_folder(folder: Path) -> str | None:
+    """Why the model's schedules folder cannot be listed, when something is there (a link
+    loop, a link to nothing, a file): no records there would read as none at all."""
+    import os
+    import stat
+
+    if not folder.is_symlink() and not folder.exists():
+        return None  # no records: every workload gets the default schedule
+    try:
+        if stat.S_ISDIR(os.stat(folder).st_mode):
+            return None
+        return "not a folder: the model's records cannot be there"
+    except OSError as err:
+        return f"the model's schedules folder cannot be read: {err.strerror or err}"
+
+
 def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec,
                 variant_funcs: dict | None = None) -> tuple[int, list[Problem]]:
     """(number of files checked, problems) for the active records and all variants;
     ``variant_funcs`` as check_file takes it."""
+    folder = _unreadable_folder(layout.records_dir)
+    if folder is not None:
+        return 0, [Problem(layout.records_dir, None, folder)]
     files = [(p, None) for p in record_files(layout)]
     variants = layout.records_dir / "variants"
     if variants.is_dir():
