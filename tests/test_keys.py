@@ -198,6 +198,11 @@ def test_external_data_files_of_the_model_are_inputs_of_partition(tmp_path):
     run = project.doit("build:tiny")
     assert run.ran == {"partition:tiny", "link:tiny"}
     assert_close(run_library(project.library("tiny"), x), onnx_output(project.root, "tiny", x))
+    # gone: a source file, which no step makes (the hint said "the step that makes it reruns")
+    (project.root / "models" / "tiny.weights").unlink()
+    gone = project.doit("build:tiny", check=False)
+    assert gone.returncode != 0 and "models/tiny.weights is missing" in gone.output
+    assert "a source file of the model, which no step makes" in gone.output, gone.output
 
 
 def test_a_deleted_or_truncated_partition_output_restores_or_reruns_partition(tiny_copy):

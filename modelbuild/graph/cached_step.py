@@ -135,6 +135,15 @@ class Step:
             self.cache.put_local(self.kind, key, payload)
         self.cache.log("hit", self.kind, key, source)
 
+    def _made_by_a_step(self, filename) -> bool:
+        """Whether a missing input is a build output (in the project's build folder, where
+        this step's output is too), not a source file of the model."""
+        build = next((p for p in self.output.parents if p.name == "build"), None)
+        try:
+            return build is not None and Path(filename).resolve().is_relative_to(build.resolve())
+        except (OSError, TypeError, ValueError):
+            return True
+
     def build(self, compute: Callable, *args) -> None:
         """The task's action: restore if another process filled the local entry meanwhile
         (the remote tier was asked by the uptodate check just before), else
@@ -147,9 +156,13 @@ class Step:
         try:
             inputs = self.inputs()
         except FileNotFoundError as err:
+            made = self._made_by_a_step(err.filename)
             raise BuildError(f"{self.task}: its input {err.filename} is missing",
                              hint="build the model again (`doit build:<model>`): the step that "
-                                  "makes it reruns when its output is gone") from None
+                                  "makes it reruns when its output is gone" if made else
+                                  "it is a source file of the model, which no step makes: put "
+                                  "it back (an ONNX model's external data lies beside it)"
+                             ) from None
         key = fingerprint.key(inputs)
         found = self.cache.peek(self.kind, key, remote=False, check=self._check)
         self.cache.report_damage(self.kind, key, found)

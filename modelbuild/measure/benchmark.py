@@ -131,9 +131,14 @@ def measure_built(layout, *, model: str, target: str, runs: int = 10, warmup: in
     from ..core.errors import BuildError
 
     man = manifest.read(layout.manifest)
-    if man is None or not layout.library.is_file():
+    if not layout.library.is_file():
         raise BuildError(f"no library of '{model}' to benchmark at {layout.library}",
                          hint=f"doit build:{model}")
+    if man is None:  # the benchmark names each kernel's time by the manifest's workloads
+        raise BuildError(f"the library of '{model}' is there, but not the manifest of its "
+                         f"partition ({layout.manifest}), which names its kernels",
+                         hint=f"doit build:{model} puts it back (from the cache: nothing is "
+                              "compiled again)")
     result = measure(layout.library, man, model=model, target=target, runs=runs,
                      warmup=warmup, on_progress=on_progress)
     save(layout.benchmark, result)
