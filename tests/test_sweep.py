@@ -150,6 +150,8 @@ def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_
     proc.kill()
     proc.wait(timeout=60)
     assert mine.read_bytes() != before  # killed with variant 1 active
+    built = tiny_copy.doit("build:tiny")
+    assert "warning: a sweep of tiny was killed before it put back" in built.stderr, built.output
     if then == "sweep":
         done = run_sweep(tiny_copy, "--workload", workload, "--variants", "2", "--runs", "1")
         assert done.returncode == 0, done.stdout + done.stderr
@@ -162,6 +164,7 @@ def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_
         assert kept.read_bytes() == before and "kept as variant 3" in done.stdout
     assert f"was killed before it put back the active records it found: put back now " \
            f"({workload})" in done.stdout, done.stdout
+    assert "warning: a sweep" not in tiny_copy.doit("build:tiny").stderr
 
 
 def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_variants):

@@ -116,8 +116,8 @@ def restore(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
 def journal(layout: ModelLayout) -> Path:
     """Where a running sweep keeps the active records it found, until it has put them back:
     a sweep killed outright (SIGKILL, the machine's OOM killer, a power cut) leaves it, and
-    the next sweep of the model puts them back first."""
-    return layout.dir / ".sweep-records.msgpack"
+    the next sweep or select of the model puts them back first (a build warns)."""
+    return layout.sweep_journal
 
 
 def keep_journal(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:

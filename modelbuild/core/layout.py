@@ -113,3 +113,9 @@ class ModelLayout:
     def sweep(self, name: str) -> Path:
         """A variant sweep's results (JSON); its plot is beside it, as .png."""
         return self.dir / "sweeps" / f"{name}.json"
+
+    @property
+    def sweep_journal(self) -> Path:
+        """The active records a running sweep found, kept until it has put them back (a
+        killed sweep leaves it: commands/sweep.py)."""
+        return self.dir / ".sweep-records.msgpack"

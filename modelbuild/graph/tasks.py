@@ -265,6 +265,21 @@ def check_requested(requested: list[str], ctx: Context, basenames=BASENAMES) -> 
                 raise invalid(f"'{arg}': {str(err).removeprefix('error: ')}")
 
 
+def _warn_killed_sweeps(ctx: Context) -> None:
+    """A sweep killed outright left its variants as the active records (and its journal of
+    the user's own): a build of the model uses them, so it says so, once per model."""
+    import sys
+
+    for model in ctx.run_models:
+        layout = ctx.project.model(model)
+        if layout.sweep_journal.exists() and \
+                build_lock.free(build_lock.sweep_lock_file(ctx.project, model)):
+            print(f"warning: a sweep of {model} was killed before it put back the active "
+                  f"records it found ({layout.sweep_journal}): this build uses its variants; "
+                  f"`python -m modelbuild select` (or sweep) of {model} puts them back first",
+                  file=sys.stderr)
+
+
 # -- the task creators dodo.py exposes ----------------------------------------------
 
 _PRINTING_COMMANDS = ("list", "info", "help", "dumpdb", "tabcompletion")
@@ -315,6 +330,8 @@ class BuildGraph:
         ctx = self.context
         check_requested(self.requested, ctx)
         model_errors.warn(self.requested, ctx.refused)
+        if not ctx.query:
+            _warn_killed_sweeps(ctx)
         yield group("partition", [f"partition:{m}" for m in ctx.models])
         for spec in ctx.models.values():
             yield partition_task(ctx, spec)
