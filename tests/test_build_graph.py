@@ -371,3 +371,20 @@ def test_no_lock_is_another_s(tmp_path):
     project = Project(tmp_path)
     assert build_lock.lock_file(project, "m.sweep") != build_lock.sweep_lock_file(project, "m")
     assert build_lock.lock_file(project, "serve") != build_lock.serve_lock_file(project)
+
+
+def test_the_reference_ignores_a_record_of_a_workload_the_model_no_longer_has(tiny_copy,
+                                                                                tiny_variants):
+    """A record left for a workload an edited model no longer has: the build ignores it, and
+    the tvm.compile reference (tests, bench) raised a KeyError instead."""
+    import json
+
+    workload, variants = tiny_variants
+    tiny_copy.set_record("tiny", workload, variants[0])
+    gone = tiny_copy.record("tiny", workload).with_name("fused_conv2d_NCHWc9_add9_relu9.json")
+    data = json.loads(tiny_copy.record("tiny", workload).read_text())
+    data["workload"] = gone.stem
+    gone.write_text(json.dumps(data))
+    tiny_copy.doit("build:tiny")
+    x = model_inputs(tiny_copy.root, "tiny")
+    assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))

@@ -45,7 +45,9 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     stages = fuse_stages(import_model(spec), target, block)
     fused = stages[PASSES[-1]]
     funcs = workloads_of(fused)
-    recs = records_in(schedules_dir)  # each file read once
+    # each file read once; a record of a workload the model no longer has is ignored, as
+    # the build ignores it
+    recs = [r for r in records_in(schedules_dir) if r.workload in funcs]
     _use_computes(fused, funcs, [r for r in recs if isinstance(r, Variant)],
                   lambda: variant_workloads(stages, PASSES, target, funcs, block))
     for rec in recs:
