@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -317,3 +318,70 @@ def test_sample_of_a_compute_reads_the_partition_of_the_layout_it_samples_for(ti
            / f"{workload}@winograd.json")
     assert variant["compute"] == "winograd"
     assert variant["workload_hash"] == structural_hash(load_json(tir.read_text()))
+
+
+def _miscompiled_project(tmp_path):
+    """A 3x3 conv (batch 2, 33 -> 3 channels, 5x6: no whole Winograd tiles) in NCHW, and a
+    sampled Winograd trace of it that TVM compiles into wrong code (a differential run's:
+    off by 42% of the output, in the library and in plain tvm.compile alike)."""
+    from onnx import TensorProto as TP
+    from onnx import helper as H
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((3, 33, 3, 3)) / np.sqrt(297))
+                                .astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(3) * 0.1).astype(np.float32), "b")
+    graph = H.make_graph([H.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                          H.make_node("Relu", ["c"], ["y"])], "m",
+                         [H.make_tensor_value_info("x", TP.FLOAT, [2, 33, 5, 6])],
+                         [H.make_tensor_value_info("y", TP.FLOAT, [2, 3, 5, 6])],
+                         initializer=[w, b])
+    model = H.make_model(graph, opset_imports=[H.make_opsetid("", 13)], ir_version=8)
+    project = make_project(tmp_path / "p", {"m": model})
+    (project.root / "models" / "m.toml").write_text('layout = "NCHW"\n')
+    project.doit("build:m")
+    bad = (Path(__file__).parent / "data" / "winograd_record_tvm_miscompiles.json").read_text()
+    return project, "fused_conv2d_add_relu", bad
+
+
+def test_a_record_tvm_miscompiles_is_caught_by_the_numeric_check(tmp_path):
+    """The check sample and import run: the record's kernel against the workload itself."""
+    import tvm
+
+    from modelbuild.core.layout import Project as Layouts
+    from modelbuild.core.workloads import copy
+    from modelbuild.schedules import numeric_check
+    from modelbuild.schedules.active import of_json
+    from modelbuild.schedules.apply import apply_record
+    from modelbuild.targets import registry
+
+    project, workload, bad = _miscompiled_project(tmp_path)
+    spec = registry.resolve("llvm")
+    layout = Layouts(project.root).model("m")
+    func = tvm.ir.load_json(layout.workload(workload, "winograd").read_text())
+    record = of_json(workload, layout.record(workload), bad.encode()).record
+    reference = numeric_check.Reference(func, workload, spec)
+    wrong = reference.difference(apply_record(copy(func), workload, record,
+                                              tvm.target.Target(spec.tvm_target)))
+    assert wrong > 0.1
+    default = spec.default_schedule(copy(func), workload, tvm.target.Target(spec.tvm_target))
+    assert reference.difference(default) < numeric_check.TOLERANCE
+
+
+def test_import_leaves_out_a_record_tvm_miscompiles(tmp_path):
+    """MetaSchedule's search keeps the fastest candidate, never comparing numbers: a tuned
+    (or imported) record whose code is wrong built a wrong library, exit 0. import (and
+    tune, which imports) leaves it out and says why."""
+    from conftest import cli
+
+    project, workload, bad = _miscompiled_project(tmp_path)
+    record = project.record("m", workload)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(bad)
+    assert "exported 1 record" in cli(project, "export", "m", str(tmp_path / "db")).stdout
+    record.unlink()
+    done = cli(project, "import", "m", str(tmp_path / "db"), "--json")
+    report = json.loads(done.stdout)
+    assert report["wrong"] == [workload] and report["written"] == [], report
+    assert not record.exists()

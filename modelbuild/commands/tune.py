@@ -315,6 +315,7 @@ def print_import(report, work_dir, as_json: bool = False, extra: dict | None = N
     for label, names in (("written", report.written), ("unchanged", report.unchanged),
                          ("skipped: no valid record", report.skipped),
                          (f"left out: not {KEEP_MARGIN:.0%} faster than the default", slower),
+                         ("left out: TVM's code for it computes other numbers", report.wrong),
                          ("unmatched: not in the model", report.unmatched)):
         table.add_row(label, str(len(names)), escape(", ".join(names)))
     console.print(table)

@@ -32,6 +32,7 @@ class ImportReport:
     skipped: list[str] = field(default_factory=list)     # model workload with no valid record
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
     not_faster: list[str] = field(default_factory=list)  # not faster than the default by timing.KEEP_MARGIN
+    wrong: list[str] = field(default_factory=list)       # TVM's code for it computes other numbers
     # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
     timings: dict[str, dict] = field(default_factory=dict)
 
@@ -41,7 +42,7 @@ class ImportReport:
 
     def to_json(self) -> dict:
         return {"written": self.written, "unchanged": self.unchanged, "skipped": self.skipped,
-                "not_faster": self.not_faster, "unmatched": self.unmatched,
+                "not_faster": self.not_faster, "wrong": self.wrong, "unmatched": self.unmatched,
                 "matched": self.matched, "timings": self.timings}
 
 
@@ -223,6 +224,9 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
             None, name, structural_hash(func), target_dict(rec.target),
             plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
             source, model)
+        if not _computes_the_workload(func, name, record, keep_if_faster):
+            report.wrong.append(name)
+            continue
         if keep_if_faster is not None:
             from .timing import faster_enough, record_speedup
 
@@ -249,6 +253,27 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if tvm_ffi.structural_hash(workload.mod) not in matched:
             report.unmatched.append(_workload_label(workload.mod))
     return report
+
+
+def _computes_the_workload(func, name: str, record, target: TargetSpec | None) -> bool:
+    """Whether ``record`` applied to ``func`` computes what ``func`` does, run once on
+    random inputs here (numeric_check.py: TVM compiles some valid traces into wrong code;
+    MetaSchedule's search keeps the fastest, never checking its numbers)."""
+    import tvm
+
+    from ..core.workloads import copy
+    from ..targets.registry import resolve
+    from .apply import apply_record
+    from .numeric_check import Reference
+
+    if (record.target or {}).get("kind", "llvm") != "llvm":
+        return True  # a GPU's kernel: not run here
+    spec = target if target is not None and target.kind == "llvm" else resolve("llvm")
+    try:
+        scheduled = apply_record(copy(func), name, record, tvm.target.Target(spec.tvm_target))
+    except BuildError:
+        return True  # not applicable here: the build says why, as for any record
+    return Reference(func, name, spec).agrees(scheduled)
 
 
 def target_dict(target) -> dict:

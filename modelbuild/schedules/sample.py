@@ -1,15 +1,16 @@
 """Sample valid schedule records for a workload from MetaSchedule's design space.
 
 Each variant is a sketch of the design space with freshly sampled decisions
-and the target's post-processors applied, so every variant builds. No
-measurement: this is how a user makes B2, B3 ... for one workload.
+and the target's post-processors applied, so every variant builds, and it is run once
+against the workload unscheduled (numeric_check.py): one TVM compiles into wrong code is
+no variant. No timing: this is how a user makes B2, B3 ... for one workload.
 """
 
 from __future__ import annotations
 
 from ..core.errors import BuildError
 from ..targets.registry import TargetSpec
-from . import intrinsics
+from . import intrinsics, numeric_check
 from .records import Record, plain
 
 
@@ -61,8 +62,10 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
                          task_name=name, num_threads=1, rand_state=tvm_seed(seed))
     sketches = ctx.space_generator.generate_design_space(mod)
     postprocs = ctx.space_generator.postprocs
+    reference = numeric_check.Reference(mod["main"], "main", target_spec)
     out: list[Record] = []
     attempt = 0
+    wrong = 0
     while len(out) < count and attempt < count * 20:
         sketch = sketches[attempt % len(sketches)]
         sch = Schedule(mod, seed=tvm_seed(seed + attempt))
@@ -75,12 +78,18 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
             # a sampled decision that a later instruction of the sketch cannot follow ("The
             # block no longer exists in the IRModule"): no variant, as a refused one
             continue
+        if valid and not reference.agrees(sch.mod["main"]):
+            wrong += 1  # TVM emits wrong code for it: no variant, as a refused one
+            continue
         if valid:
             out.append(Record(None, name, structural_hash(func), tuning_target(target_spec),
                               plain(sch.trace.as_json()), None, "sampled", model))
     if len(out) < count:
+        wrongly = (f" ({wrong} computed other numbers than the workload, which TVM's code "
+                   "for them gets wrong)") if wrong else ""
         raise BuildError(f"sampling found {len(out)} valid variant(s) of {name} in "
-                         f"{attempt} tries, fewer than the {count} asked for", workload=name,
+                         f"{attempt} tries{wrongly}, fewer than the {count} asked for",
+                         workload=name,
                          hint=f"ask for fewer (-n {len(out)}), or try another --seed"
                               if out else "this workload's design space for the target has no "
                                           "valid schedule (the default one still applies)")
