@@ -385,3 +385,16 @@ def test_import_leaves_out_a_record_tvm_miscompiles(tmp_path):
     report = json.loads(done.stdout)
     assert report["wrong"] == [workload] and report["written"] == [], report
     assert not record.exists()
+
+
+def test_check_names_a_record_tvm_miscompiles(tmp_path):
+    """A record already on disk (hand-copied, from an older modelbuild): `check` said ok."""
+    from conftest import cli
+
+    project, workload, bad = _miscompiled_project(tmp_path)
+    record = project.record("m", workload)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(bad)
+    checked = cli(project, "check", "m", check=False)
+    assert checked.returncode == 1, checked.stdout
+    assert "its kernel computes other numbers than the workload" in checked.stdout
