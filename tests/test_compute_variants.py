@@ -215,7 +215,10 @@ def test_record_commands_handle_a_workload_s_compute(tiny_copy, tmp_path):
     # MetaSchedule's database holds traces: a compute with the default schedule is left out
     assert "not exported" in cli(tiny_copy, "export", MODEL, str(tmp_path / "db0")).stdout
     # traces of the Winograd TIR: sampled, selected, exported, imported back as a compute record
-    cli(tiny_copy, "sample", MODEL, workload, "--compute", "winograd", "-n", "1")
+    sampled = cli(tiny_copy, "sample", MODEL, workload, "--compute", "winograd", "-n", "1")
+    assert "kept" not in cli(tiny_copy, "select", MODEL, workload, "direct").stdout + \
+        sampled.stdout  # what `select winograd` wrote is no record of the user's to keep
+    cli(tiny_copy, "select", MODEL, workload, "winograd")
     variant = json.loads((tiny_copy.root / "schedules" / MODEL / "variants" / workload
                           / "1.json").read_text())
     assert variant["compute"] == "winograd" and variant["trace"]

@@ -188,6 +188,7 @@ def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_v
     again = select("3")
     assert again.returncode == 0 and "kept" not in again.stdout
     assert mine.read_bytes() == before
+    assert "kept" not in select("default").stdout  # variant 3's copy: nothing to keep
 
 
 def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_variants):

@@ -74,6 +74,9 @@ def keep_active(layout: ModelLayout, workload: str) -> int | None:
     data = _bytes_or_none(layout.record(workload))
     if data is None or active_variant(layout, workload) is not None:
         return None
+    if any(data == compute_record.to_json(workload, c, model=layout.name).encode()
+           for c in compute_record.computes(layout, workload)):
+        return None  # what `select <compute>` writes: select makes it again
     k = max(existing(layout, workload), default=0) + 1
     atomic.write_bytes(layout.variants_dir(workload) / f"{k}.json", data)
     return k
