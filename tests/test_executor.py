@@ -321,3 +321,29 @@ def test_a_malformed_serve_address_file_means_no_serve(tiny_project, content):
         assert "Traceback" not in done.stderr, done.stderr
         assert "no `modelbuild serve` runs" in done.stdout, done.stdout + done.stderr
     tiny_project.doit("build:tiny")
+
+
+@pytest.mark.parametrize("sent", [b"\xc1 not msgpack", b"\x93\x01\x02\x03",
+                                  b"\x82\xa6output\x01\xa6stderr\xa0"])
+def test_a_worker_s_partition_that_is_no_bundle_writes_nothing(tiny_copy, sent):
+    """What a worker sends back for partition is checked before anything is written: bytes
+    that are no bundle are one error naming the task, not an internal error."""
+    import msgpack  # noqa: F401 - the bundle's format
+
+    from modelbuild.core.errors import BuildError
+    from modelbuild.core.layout import Project as Layouts
+    from modelbuild.graph.executor_steps import _partition_on
+    from modelbuild.targets import registry
+
+    class Answers:  # an executor whose worker answers ``sent``
+        address = "tcp://127.0.0.1:1"
+
+        def run(self, task, step, expected, args):
+            return sent
+
+    layout = Layouts(tiny_copy.root).model("tiny")
+    before = {p: p.read_bytes() for p in layout.partition_dir.rglob("*") if p.is_file()}
+    with pytest.raises(BuildError, match="partition:tiny: the executor's worker sent back no "
+                                         "partition output"):
+        _partition_on(Answers(), None, None, layout, registry.resolve("llvm"))
+    assert {p: p.read_bytes() for p in layout.partition_dir.rglob("*") if p.is_file()} == before

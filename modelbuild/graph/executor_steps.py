@@ -27,11 +27,19 @@ def _partition_on(executor: Executor, source, spec, layout, target: TargetSpec) 
     import msgpack
 
     args = {"source": source, "spec": spec, "target": target}
-    out = msgpack.unpackb(executor.run(f"partition:{layout.name}", "partition",
-                                       worker.identity("partition", target.sources), args))
+    raw = executor.run(f"partition:{layout.name}", "partition",
+                       worker.identity("partition", target.sources), args)
+    try:
+        out = msgpack.unpackb(raw)
+    except (ValueError, msgpack.UnpackException):
+        out = None
+    if not (isinstance(out, dict) and isinstance(out.get("output"), bytes)
+            and isinstance(out.get("stderr"), str)):
+        out, problem = {"stderr": ""}, "not the bundle a worker's partition sends"
+    else:
+        problem = entry_problem(out["output"])
     if out["stderr"]:
         sys.stderr.write(out["stderr"])
-    problem = entry_problem(out["output"])
     if problem is not None:
         raise BuildError(f"partition:{layout.name}: the executor's worker sent back no "
                          f"partition output: {problem}", hint="nothing of it was written; "
