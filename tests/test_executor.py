@@ -347,3 +347,27 @@ def test_a_worker_s_partition_that_is_no_bundle_writes_nothing(tiny_copy, sent):
                                          "partition output"):
         _partition_on(Answers(), None, None, layout, registry.resolve("llvm"))
     assert {p: p.read_bytes() for p in layout.partition_dir.rglob("*") if p.is_file()} == before
+
+
+def test_a_worker_whose_code_changed_on_disk_since_it_loaded_it_refuses_steps(tiny_project,
+                                                                              tmp_path):
+    """serve started, then modelbuild upgraded (or edited) in place under it: the step's
+    code digest is read from disk, so the workers passed the check and ran the code they
+    had loaded, filing its output under the new code's key. Now they refuse, naming what
+    changed, and nothing is stored."""
+    code = tmp_path / "code"
+    shutil.copytree(REPO / "modelbuild", code / "modelbuild",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(REPO / "tests")])}
+    served = Serve(tiny_project, workers=1, env=env)
+    try:
+        partition = code / "modelbuild" / "steps" / "partition.py"
+        partition.write_text(partition.read_text() + "\n# edited while serve runs\n")
+        run = tiny_project.doit("build:tiny", check=False, env=env)
+        assert run.returncode != 0 and "Traceback" not in run.output, run.output
+        assert "loaded modelbuild's code before its files changed on disk " \
+               "(steps/partition.py)" in run.output, run.output
+        assert "restart `python -m modelbuild serve`" in run.output
+        assert not list((tiny_project.root / "build" / ".cache").glob("partition/??/*"))
+    finally:
+        served.stop()

@@ -253,9 +253,13 @@ class Executor:
                                    key=f"{task}-{os.urandom(4).hex()}")
             return future.result()
         except RemoteStepError as err:
-            error = BuildError(f"{task}: {err.message}", hint=(
+            # a worker of a modelbuild from before this step kind ran on workers
+            older = err.message.endswith(f"KeyError: '{step}'")
+            message = (f"the executor's worker runs an older modelbuild, which has no "
+                       f"{step} step" if older else err.message)
+            error = BuildError(f"{task}: {message}", hint=(
                 "restart `python -m modelbuild serve` (or the cluster's workers) with this "
-                "TVM and modelbuild") if err.mismatch else None)
+                "TVM and modelbuild") if err.mismatch or older else None)
         except BuildError:
             raise
         except Exception as err:  # noqa: BLE001 - a lost worker or scheduler, in words

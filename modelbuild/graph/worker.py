@@ -93,11 +93,54 @@ STEPS = {kinds.PARTITION.name: _partition, kinds.LOWER.name: _lower,
          kinds.CODEGEN.name: _codegen, "noop": _noop}
 
 
+def _package_files() -> tuple:
+    """(path, size, mtime) of each of modelbuild's source files, as they are on disk now."""
+    from .code import PACKAGE
+
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path.relative_to(PACKAGE)), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+class _Loaded:
+    """modelbuild's files as they were when this worker process loaded its code (``warm``,
+    else its first step). The code digest a step is checked with is read from disk, so a
+    worker that loaded one modelbuild and was upgraded in place under it (or whose files
+    were edited) passed the check and ran the code it had loaded, filing that step's output
+    under the new code's key; a worker whose files changed since it loaded them refuses
+    every step instead, as a worker running other code does."""
+
+    files: tuple | None = None
+
+
+def _loaded_other_code() -> str | None:
+    now = _package_files()
+    if _Loaded.files is None:
+        _Loaded.files = now
+        return None
+    if now == _Loaded.files:
+        return None
+    before = {name: (size, mtime) for name, size, mtime in _Loaded.files}
+    after = {name: (size, mtime) for name, size, mtime in now}
+    changed = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+    return (f"the executor's worker loaded modelbuild's code before its files changed on disk "
+            f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}): it would run "
+            "the code it loaded, not this build's")
+
+
 def run_step(step: str, expected: dict, args: dict) -> bytes:
     """Run ``step`` ("partition", "lower" or "codegen") on ``args`` here; its output's
     bytes."""
     error = None
     try:
+        stale = _loaded_other_code()
+        if stale is not None:
+            raise RemoteStepError(stale, mismatch=True)
         here = identity(step, args["target"].sources)
         if here != expected:
             raise RemoteStepError(
@@ -124,3 +167,5 @@ def warm() -> None:
     import tvm  # noqa: F401
 
     from ..steps import codegen, lower, partition  # noqa: F401
+
+    _loaded_other_code()  # the files as this process loaded them
