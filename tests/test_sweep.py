@@ -162,9 +162,54 @@ def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_
         assert done.returncode == 0, done.stdout + done.stderr
         kept = tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "3.json"
         assert kept.read_bytes() == before and "kept as variant 3" in done.stdout
-    assert f"was killed before it put back the active records it found: put back now " \
-           f"({workload})" in done.stdout, done.stdout
+    assert f"was killed before it put back the active records it found: {workload}: put " \
+           "back" in done.stdout, done.stdout
     assert "warning: a sweep" not in tiny_copy.doit("build:tiny").stderr
+
+
+def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a_variant(
+        tiny_copy, tiny_variants):
+    """Recovering a killed sweep's journal wrote the record it found over one the user
+    wrote since the kill, keeping it nowhere."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    mine = tiny_copy.record("tiny", workload)
+    records.save(mine, replace(recs[-1], path=mine))  # no variant's copy
+    found = mine.read_bytes()
+    proc, _ = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    proc.kill()
+    proc.wait(timeout=60)
+    since = replace(recs[0], path=mine, source="hand")
+    records.save(mine, since)
+    written = mine.read_bytes()
+    done = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", "reshape",
+                           "default"], cwd=tiny_copy.root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert mine.read_bytes() == written
+    kept = tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "3.json"
+    assert kept.read_bytes() == found, done.stdout
+    assert "your record since stays active; the one the sweep found is variant 3" in done.stdout
+
+
+@pytest.mark.parametrize("journal", ["folder", "garbage", "long-name", "path-name"])
+def test_a_damaged_or_crafted_sweep_journal_is_one_error(tiny_copy, tiny_variants, journal):
+    import msgpack
+
+    workload, _ = tiny_variants
+    path = tiny_copy.root / "build" / "tiny" / ".sweep-records.msgpack"
+    if journal == "folder":
+        path.mkdir()
+    elif journal == "garbage":
+        path.write_bytes(b"\xc1\xc1")
+    else:
+        name = "w" * 300 if journal == "long-name" else "../../notes"
+        path.write_bytes(msgpack.packb({name: b"{}"}))
+    done = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
+                           "default"], cwd=tiny_copy.root, capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "a killed sweep's record of the active records is" in done.stderr, done.stderr
+    assert "internal error" not in done.stderr
+    assert not (tiny_copy.root / "notes.json").exists()
 
 
 def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_variants):

@@ -67,7 +67,7 @@ def run(args) -> int:
     recovered = recover(layout)  # a killed sweep's: before this choice, never after it
     if recovered:
         console.print(f"a sweep of {layout.name} was killed before it put back the active "
-                      f"records it found: put back now ({', '.join(recovered)})")
+                      f"records it found: {'; '.join(recovered)}")
     if not is_decimal(args.variant) and args.variant != "default":
         variants.check_computes(layout, args.workload, [args.variant])
         _keep_active(layout, args.workload)

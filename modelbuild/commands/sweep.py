@@ -126,30 +126,45 @@ def keep_journal(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
 
 def recover(layout: ModelLayout) -> list[str]:
     """Put back the active records a killed sweep of the model found (its journal), and
-    remove the journal; returns their workloads (none: no sweep was killed). Called with
-    the model's sweep lock held: no sweep of it runs."""
+    remove the journal; returns what it did, a line per workload (none: no sweep was
+    killed). Called with the model's sweep lock held: no sweep of it runs.
+
+    Only what the sweep may have left is replaced: an active record that is a variant's
+    copy, the one a compute's selection writes, or none. One the user wrote since the
+    kill stays active, and the record the sweep found becomes a variant instead."""
     path = journal(layout)
     try:
         saved = msgpack.unpackb(regular_file.read_limited(path, _JOURNAL_MOST))
+    except regular_file.NotRegular:
+        raise _bad_journal(path, "not a file") from None
     except FileNotFoundError:
         return []
     except (OSError, ValueError, msgpack.UnpackException) as err:
-        raise BuildError(f"a killed sweep's record of the active records is unreadable: {err}",
-                         file=path, hint="check the active records in schedules/ by hand, "
-                                         "then remove this file") from None
+        raise _bad_journal(path, f"unreadable ({str(err) or type(err).__name__})") from None
     if not isinstance(saved, dict) or not all(
             isinstance(w, str) and _WORKLOAD.fullmatch(w) and (d is None or isinstance(d, bytes))
             for w, d in saved.items()):
-        raise BuildError("a killed sweep's record of the active records is not one a sweep "
-                         "writes", file=path, hint="check the active records in schedules/ by "
-                                                   "hand, then remove this file")
-    restore(layout, saved)
+        raise _bad_journal(path, "not one a sweep writes")
+    said = []
+    for w, data in sorted(saved.items()):
+        if variants.sweep_may_have_left(layout, w):
+            restore(layout, {w: data})
+            said.append(f"{w}: put back")
+        elif data is not None and variants.read_active(layout, w) != data:
+            k = variants.keep_as_variant(layout, w, data)
+            said.append(f"{w}: your record since stays active; the one the sweep found is "
+                        f"variant {k}")
     path.unlink(missing_ok=True)
-    return sorted(saved)
+    return said
+
+
+def _bad_journal(path: Path, what: str) -> BuildError:
+    return BuildError(f"a killed sweep's record of the active records is {what}", file=path,
+                      hint="check the active records in schedules/ by hand, then remove it")
 
 
 _JOURNAL_MOST = 256 * 1024 * 1024  # records of a few workloads: far less
-_WORKLOAD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a file name in schedules/<model>/
+_WORKLOAD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")  # a file name in schedules/<model>/
 
 
 def activate(layout: ModelLayout, saved: dict[str, bytes | None], step: Step) -> None:
@@ -487,7 +502,7 @@ def run(args) -> int:
     recovered = recover(project.model(args.model))
     if recovered:
         out.print(f"a sweep of {args.model} was killed before it put back the active records "
-                  f"it found: put back now ({', '.join(recovered)})")
+                  f"it found: {'; '.join(recovered)}")
     then = "select the fastest" if args.select_fastest else "restore the active records"
     out.print(f"sweep {args.model}: {len(steps)} builds "
               f"({plan_size_text(steps, workloads, args.mode)}), "

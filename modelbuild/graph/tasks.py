@@ -275,9 +275,9 @@ def _warn_killed_sweeps(ctx: Context) -> None:
         if layout.sweep_journal.exists() and \
                 build_lock.free(build_lock.sweep_lock_file(ctx.project, model)):
             print(f"warning: a sweep of {model} was killed before it put back the active "
-                  f"records it found ({layout.sweep_journal}): this build uses its variants; "
-                  f"`python -m modelbuild select` (or sweep) of {model} puts them back first",
-                  file=sys.stderr)
+                  f"records it found ({layout.sweep_journal}): the active records may be its "
+                  f"variants; `python -m modelbuild select` (or sweep) of {model} puts back "
+                  "the ones it left (a record you wrote since stays)", file=sys.stderr)
 
 
 # -- the task creators dodo.py exposes ----------------------------------------------

@@ -67,19 +67,44 @@ def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
     return active
 
 
+def read_active(layout: ModelLayout, workload: str) -> bytes | None:
+    """The active record's bytes (None: none, or none readable)."""
+    return _bytes_or_none(layout.record(workload))
+
+
+def _remade_by_select(layout: ModelLayout, workload: str, data: bytes) -> bool:
+    """Whether ``data`` is what `select <workload> <compute>` writes for one of its computes."""
+    return any(data == compute_record.to_json(workload, c, model=layout.name).encode()
+               for c in compute_record.computes(layout, workload))
+
+
+def sweep_may_have_left(layout: ModelLayout, workload: str) -> bool:
+    """Whether the active record is one a sweep puts in place (a variant's copy, a
+    compute's selection, or no record), not one the user wrote."""
+    data = read_active(layout, workload)
+    return (data is None or active_variant(layout, workload) is not None
+            or _remade_by_select(layout, workload, data))
+
+
+def keep_as_variant(layout: ModelLayout, workload: str, data: bytes) -> int:
+    """``data`` as a variant of ``workload`` (the one it is a copy of, else the next); its
+    number."""
+    found = existing(layout, workload)
+    same = next((k for k, path in found.items() if _bytes_or_none(path) == data), None)
+    if same is not None:
+        return same
+    k = max(found, default=0) + 1
+    atomic.write_bytes(layout.variants_dir(workload) / f"{k}.json", data)
+    return k
+
+
 def keep_active(layout: ModelLayout, workload: str) -> int | None:
     """When the active record is the user's own (no copy of a variant: written or edited by
     hand, imported, tuned), copy it in as the next variant, so that selecting another one
     loses nothing; returns its number (None: nothing to keep)."""
-    data = _bytes_or_none(layout.record(workload))
-    if data is None or active_variant(layout, workload) is not None:
-        return None
-    if any(data == compute_record.to_json(workload, c, model=layout.name).encode()
-           for c in compute_record.computes(layout, workload)):
-        return None  # what `select <compute>` writes: select makes it again
-    k = max(existing(layout, workload), default=0) + 1
-    atomic.write_bytes(layout.variants_dir(workload) / f"{k}.json", data)
-    return k
+    if sweep_may_have_left(layout, workload):  # none, a variant's copy, or a compute's
+        return None  # selection (select makes it again): nothing of the user's
+    return keep_as_variant(layout, workload, read_active(layout, workload))
 
 
 def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
