@@ -271,21 +271,25 @@ def test_a_second_serve_started_while_the_first_starts_is_refused(tiny_copy):
         first.wait(60)
 
 
-def test_serve_stop_leaves_another_program_on_a_dead_serves_pid_alone(tiny_project):
+@pytest.mark.parametrize("lock", [True, False], ids=["lock-file-left", "no-lock-file"])
+@pytest.mark.parametrize("command", ["--stop", "--status"])
+def test_serve_stop_leaves_another_program_on_a_dead_serves_pid_alone(tiny_project, lock,
+                                                                      command):
     """A serve killed with SIGKILL leaves its address file; once its pid is another
-    program's, `serve --stop` sent that program SIGTERM. Now it sees that no serve holds
-    the project's lock, removes the stale file and signals nothing; a build goes on
-    locally."""
+    program's, `serve --stop` sent that program SIGTERM (and --status said serve ran). Now
+    both see that no serve holds the project's lock, remove the stale file and signal
+    nothing; a build goes on locally."""
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         build = tiny_project.root / "build"
         build.mkdir(exist_ok=True)
-        (build / ".serve-lock").write_text(str(other.pid))  # as the dead serve left it
+        if lock:
+            (build / ".serve-lock").write_text(str(other.pid))  # as the dead serve left it
         (build / ".executor.json").write_text(json.dumps(
             {"address": "tcp://127.0.0.1:9", "pid": other.pid, "workers": {}}))
-        stop = subprocess.run([sys.executable, "-m", "modelbuild", "serve", "--stop"],
+        stop = subprocess.run([sys.executable, "-m", "modelbuild", "serve", command],
                               cwd=tiny_project.root, capture_output=True, text=True, timeout=60)
-        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert stop.returncode == (0 if command == "--stop" else 1), stop.stdout + stop.stderr
         assert "no `modelbuild serve` runs" in stop.stdout and str(other.pid) in stop.stdout
         assert other.poll() is None, "serve --stop signalled a program that is not serve"
         assert not (build / ".executor.json").exists()

@@ -31,8 +31,21 @@ from .output import console
 from .workspace import project_of
 
 
-def _status(project) -> int:
+def _running(project) -> dict | None:
+    """What the running serve of the project wrote, or None. serve holds its lock while it
+    runs: an address file without it is one a serve killed outright left, whose pid may be
+    another program's now (removed here, and said)."""
     info = executor.served(project)
+    if info is None or build_lock.held(build_lock.serve_lock_file(project)):
+        return info
+    executor.address_file(project).unlink(missing_ok=True)
+    console.print(f"(removed the address file of a serve that ended without removing it: "
+                  f"pid {info['pid']})")
+    return None
+
+
+def _status(project) -> int:
+    info = _running(project)
     if info is None:
         console.print("no `modelbuild serve` runs for this project")
         return 1
@@ -44,17 +57,9 @@ def _status(project) -> int:
 
 
 def _stop(project) -> int:
-    info = executor.served(project)
+    info = _running(project)
     if info is None:
         console.print("no `modelbuild serve` runs for this project")
-        return 0
-    lock = build_lock.serve_lock_file(project)
-    if build_lock.free(lock):
-        # serve holds its lock while it runs: the address file outlived its serve (killed),
-        # and its pid may be another program's now, which must not get the signal
-        executor.address_file(project).unlink(missing_ok=True)
-        console.print(f"no `modelbuild serve` runs for this project (removed the address file "
-                      f"of one that ended without removing it: pid {info['pid']})")
         return 0
     os.kill(info["pid"], signal.SIGTERM)
     deadline = time.monotonic() + 30
@@ -102,7 +107,7 @@ def _cluster_options(args, files) -> dict:
 
 def _announce(project, cluster, workers: int, files, dashboard) -> None:
     console.print(f"serving {project.root} at {cluster.scheduler_address} ({workers} warm "
-                  "worker(s)); builds of this project now run lower and codegen there. "
+                  "worker(s)); builds of this project now run partition, lower and codegen there. "
                   "Ctrl-C to stop.")
     if files is None:
         console.print("no TLS: any user of this machine can submit work to it, which runs "

@@ -174,15 +174,16 @@ def holder(path: Path) -> str | None:
     return None
 
 
-def free(path: Path) -> bool:
-    """Whether ``path`` is a lock file no process holds (False also when it cannot be
-    told: no such file, a file system without locks)."""
+def held(path: Path) -> bool:
+    """Whether a process holds the lock on ``path`` now (False when no file is there)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
         return True
     except OSError:
         return False

@@ -273,7 +273,7 @@ def _warn_killed_sweeps(ctx: Context) -> None:
     for model in ctx.run_models:
         layout = ctx.project.model(model)
         if layout.sweep_journal.exists() and \
-                build_lock.free(build_lock.sweep_lock_file(ctx.project, model)):
+                not build_lock.held(build_lock.sweep_lock_file(ctx.project, model)):
             print(f"warning: a sweep of {model} was killed before it put back the active "
                   f"records it found ({layout.sweep_journal}): the active records may be its "
                   f"variants; `python -m modelbuild select` (or sweep) of {model} puts back "
