@@ -25,7 +25,8 @@ class Problem:
 
 
 def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str | None = None,
-               variant_funcs: dict | None = None) -> Problem | None:
+               variant_funcs: dict | None = None, references: dict | None = None
+               ) -> Problem | None:
     """None if the record at ``path`` builds and its kernel computes what the workload does
     (run once here on random inputs); else what is wrong with it. ``variant_funcs``:
     (workload, compute) -> the TIR of each other compute of a workload."""
@@ -43,12 +44,15 @@ def check_file(path: Path, funcs: dict, target_spec: TargetSpec, workload: str |
     except BuildError as err:
         text = err.message + (f"\n  hint: {err.hint}" if err.hint else "")
         return Problem(path, name, text)
-    return _wrong_numbers(path, name, record, func, target_spec)
+    return _wrong_numbers(path, name, record, func, target_spec,
+                          {} if references is None else references)
 
 
-def _wrong_numbers(path: Path, name: str, record, func, target_spec) -> Problem | None:
+def _wrong_numbers(path: Path, name: str, record, func, target_spec,
+                   references: dict) -> Problem | None:
     """A record that applies, but whose kernel computes other numbers than the workload
-    (numeric_check.py: TVM compiles some valid traces into wrong code)."""
+    (numeric_check.py: TVM compiles some valid traces into wrong code). ``references``:
+    the workloads run so far, by (name, compute): each once, however many records."""
     from ..core.workloads import copy
     from .numeric_check import TOLERANCE, Reference
 
@@ -56,7 +60,10 @@ def _wrong_numbers(path: Path, name: str, record, func, target_spec) -> Problem 
         scheduled = record.apply(copy(func), target_spec)
     except BuildError:
         return None  # the build says why, as the check above would
-    off = Reference(func, name, target_spec).difference(scheduled)
+    key = (name, tir_compute(record))
+    if key not in references:
+        references[key] = Reference(func, name, target_spec)
+    off = references[key].difference(scheduled)
     if off is None or off <= TOLERANCE:
         return None
     return Problem(path, name, f"its kernel computes other numbers than the workload (off by "
@@ -92,6 +99,7 @@ def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec,
     variants = layout.records_dir / "variants"
     if variants.is_dir():
         files += [(p, p.parent.name) for p in sorted(variants.glob("*/*.json"))]
+    references: dict = {}  # each workload run once for the numeric check
     problems = [pr for p, w in files
-                if (pr := check_file(p, funcs, target_spec, w, variant_funcs))]
+                if (pr := check_file(p, funcs, target_spec, w, variant_funcs, references))]
     return len(files), problems

@@ -2,8 +2,8 @@
 
 Each variant is a sketch of the design space with freshly sampled decisions
 and the target's post-processors applied, so every variant builds, and it is run once
-against the workload unscheduled (numeric_check.py): one TVM compiles into wrong code is
-no variant. No timing: this is how a user makes B2, B3 ... for one workload.
+against the workload with the default schedule (numeric_check.py): one TVM compiles into
+wrong code is no variant. No timing: this is how a user makes B2, B3 ... for one workload.
 """
 
 from __future__ import annotations
