@@ -89,3 +89,7 @@ def test_a_schedules_folder_that_is_a_link_loop_is_named_not_taken_for_two_recor
     checked = cli(tiny_copy, "check", "tiny", check=False)
     assert checked.returncode == 1, checked.stdout
     assert "schedules folder cannot be read" in checked.stdout, checked.stdout
+    for args in (["select", "tiny", "mean", "default"], ["sample", "tiny", "mean", "-n", "1"]):
+        done = cli(tiny_copy, *args, check=False)  # an internal error, before
+        assert done.returncode == 1 and "internal error" not in done.stderr, done.stderr
+        assert "a link that leads back to itself" in done.stderr, done.stderr

@@ -35,6 +35,8 @@ _MACHINE_ERRORS = {
     errno.EACCES: "make the file and its folder writable by you (or run as their owner)",
     errno.EPERM: "make the file and its folder writable by you (or run as their owner)",
     errno.EISDIR: "a folder stands where modelbuild writes a file: remove it",
+    errno.ELOOP: "a link that leads back to itself stands on that path: remove it",
+    errno.ENAMETOOLONG: "a name on that path is longer than the file system allows: shorten it",
 }
 
 

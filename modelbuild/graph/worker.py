@@ -150,8 +150,8 @@ def run_step(step: str, expected: dict, args: dict) -> bytes:
         with tempfile.TemporaryDirectory(prefix=f"modelbuild-{step}-") as tmp:
             try:
                 return STEPS[step](Path(tmp), args)
-            except BuildError as err:
-                error = str(err).replace(tmp + "/", "")
+            except BuildError as err:  # the doit process says "error: <task>: " itself
+                error = str(err).replace(tmp + "/", "").removeprefix("error: ")
     except RemoteStepError as err:
         error = err
     except Exception as err:  # noqa: BLE001 - sent back as text, never as a TVM exception
