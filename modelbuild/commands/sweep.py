@@ -113,15 +113,11 @@ def restore(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
             atomic.write_bytes(layout.record(w), data)
 
 
-def journal(layout: ModelLayout) -> Path:
-    """Where a running sweep keeps the active records it found, until it has put them back:
-    a sweep killed outright (SIGKILL, the machine's OOM killer, a power cut) leaves it, and
-    the next sweep or select of the model puts them back first (a build warns)."""
-    return layout.sweep_journal
-
-
 def keep_journal(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
-    atomic.write_bytes(journal(layout), msgpack.packb(saved))
+    """Keep the active records a sweep found (``layout.sweep_journal``) until it has put them
+    back: a sweep killed outright (SIGKILL, the OOM killer, a power cut) leaves the file, and
+    the next sweep or select of the model puts them back first (a build warns)."""
+    atomic.write_bytes(layout.sweep_journal, msgpack.packb(saved))
 
 
 def recover(layout: ModelLayout) -> list[str]:
@@ -132,7 +128,7 @@ def recover(layout: ModelLayout) -> list[str]:
     Only what the sweep may have left is replaced: an active record that is a variant's
     copy, the one a compute's selection writes, or none. One the user wrote since the
     kill stays active, and the record the sweep found becomes a variant instead."""
-    path = journal(layout)
+    path = layout.sweep_journal
     try:
         saved = msgpack.unpackb(regular_file.read_limited(path, _JOURNAL_MOST))
     except regular_file.NotRegular:
@@ -317,7 +313,7 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
                 activate(layout, saved, chosen)
             else:
                 restore(layout, saved)
-            journal(layout).unlink(missing_ok=True)
+            layout.sweep_journal.unlink(missing_ok=True)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         with console.status("rebuilding with the active records ..."):

@@ -176,19 +176,7 @@ def holder(path: Path) -> str | None:
 
 def held(path: Path) -> bool:
     """Whether a process holds the lock on ``path`` now (False when no file is there)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # a lock taken here to look goes with it
+    return holder(path) is not None
 
 
 def _take(path: Path, wait) -> int | None:

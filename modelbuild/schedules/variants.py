@@ -81,19 +81,26 @@ def _remade_by_select(layout: ModelLayout, workload: str, data: bytes) -> bool:
 def sweep_may_have_left(layout: ModelLayout, workload: str) -> bool:
     """Whether the active record is one a sweep puts in place (a variant's copy, a
     compute's selection, or no record), not one the user wrote."""
+    return _users_own(layout, workload) is None
+
+
+def _users_own(layout: ModelLayout, workload: str) -> bytes | None:
+    """The active record's bytes when the user wrote it: there, and neither a variant's
+    copy nor what `select <compute>` writes (select makes that again)."""
     data = read_active(layout, workload)
-    return (data is None or active_variant(layout, workload) is not None
-            or _remade_by_select(layout, workload, data))
+    if data is None or _variant_of(layout, workload, data) is not None \
+            or _remade_by_select(layout, workload, data):
+        return None
+    return data
 
 
 def keep_as_variant(layout: ModelLayout, workload: str, data: bytes) -> int:
     """``data`` as a variant of ``workload`` (the one it is a copy of, else the next); its
     number."""
-    found = existing(layout, workload)
-    same = next((k for k, path in found.items() if _bytes_or_none(path) == data), None)
+    same = _variant_of(layout, workload, data)
     if same is not None:
         return same
-    k = max(found, default=0) + 1
+    k = max(existing(layout, workload), default=0) + 1
     atomic.write_bytes(layout.variants_dir(workload) / f"{k}.json", data)
     return k
 
@@ -102,9 +109,8 @@ def keep_active(layout: ModelLayout, workload: str) -> int | None:
     """When the active record is the user's own (no copy of a variant: written or edited by
     hand, imported, tuned), copy it in as the next variant, so that selecting another one
     loses nothing; returns its number (None: nothing to keep)."""
-    if sweep_may_have_left(layout, workload):  # none, a variant's copy, or a compute's
-        return None  # selection (select makes it again): nothing of the user's
-    return keep_as_variant(layout, workload, read_active(layout, workload))
+    data = _users_own(layout, workload)
+    return None if data is None else keep_as_variant(layout, workload, data)
 
 
 def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
@@ -147,8 +153,11 @@ def chosen_file(layout: ModelLayout, workload: str, choice: int | str) -> Path:
 def active_variant(layout: ModelLayout, workload: str) -> int | None:
     """Which variant the active record is a copy of, if any."""
     data = _bytes_or_none(layout.record(workload))
-    if data is None:
-        return None
+    return None if data is None else _variant_of(layout, workload, data)
+
+
+def _variant_of(layout: ModelLayout, workload: str, data: bytes) -> int | None:
+    """Which variant of ``workload`` holds exactly ``data``, if any."""
     return next((k for k, p in existing(layout, workload).items()
                  if _bytes_or_none(p) == data), None)
 
