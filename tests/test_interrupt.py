@@ -82,7 +82,8 @@ def test_a_ctrl_c_a_fallback_swallowed_keeps_nothing_the_step_made(tiny_project,
                                                                   tmp_path):
     """The Ctrl-C lands in LegalizeOps (TVM hands it back as a bare error), which partition
     takes for a graph it cannot build blocked, and goes on in NCHW: that fallback was
-    stamped and cached (exit 0, "done"; after rm -rf build/, restored from the cache)."""
+    stamped and cached (exit 0, "done"; after rm -rf build/, restored from the cache).
+    Later, the build stopped but first said TVM could not legalize the graph."""
     env = patched_env(tmp_path / "site", """
 import signal
 from modelbuild.steps import graph_passes
@@ -108,6 +109,7 @@ graph_passes.pipeline = pipeline
     run = tiny_project.doit("build:tiny", check=False, env=env)
     assert run.returncode in (-signal.SIGINT, 128 + signal.SIGINT), run
     assert "interrupted (Ctrl-C)" in run.output and "modelbuild: done" not in run.output, run
+    assert "cannot legalize" not in run.output, run  # the Ctrl-C is no reason TVM gave
     assert not tiny_project.library("tiny").exists()
 
     again = tiny_project.doit("build:tiny")  # no Ctrl-C: the blocked graph, as a clean build

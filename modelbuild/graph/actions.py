@@ -10,8 +10,8 @@ import traceback
 
 from doit.exceptions import InvalidDodoFile, TaskFailed
 
+from ..core import interrupts
 from ..core.errors import BuildError, summarize
-from . import interrupts
 from .interrupts import TRACEBACK_ENV
 
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from ..core import atomic, regular_file
+from ..core import atomic, interrupts, regular_file
 from ..core.digest import file_digest
 from ..core.errors import BuildError
-from . import fingerprint, interrupts
+from . import fingerprint
 from .cache import LOCAL, Cache, Found
 
 CURRENT, RESTORE, RUN = "current", "restore", "run"

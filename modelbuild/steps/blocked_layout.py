@@ -51,9 +51,13 @@ def convert(mod, block: int, prepare=lambda mod: mod):
 
 def say_unblocked(what: str, err: Exception) -> None:
     """The note on stderr when the graph between the convolutions stays NCHW: ``what``
-    failed, and TVM's reason (the last line of ``err``)."""
+    failed, and TVM's reason (the last line of ``err``). A Ctrl-C that TVM handed back as
+    that failure stops the step instead (KeyboardInterrupt): it is no reason to say."""
     import sys
 
+    from ..core import interrupts
+
+    interrupts.check()
     reason = (str(err).strip().splitlines() or ["?"])[-1].strip()
     print(f"modelbuild: note: {what} ({reason[:200]}); each convolution runs blocked on its "
           "own, the graph between them in NCHW", file=sys.stderr)
