@@ -225,6 +225,10 @@ def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_v
         return subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
                                k], cwd=tiny_copy.root, capture_output=True, text=True)
 
+    for missing in ("9", "9" * 40):  # no such variant: refused before anything is kept
+        refused = select(missing)
+        assert refused.returncode == 1 and "no variant 9" in refused.stderr, refused.stderr
+        assert "have: 1, 2" in refused.stderr and mine.read_bytes() == before
     first = select("default")
     assert first.returncode == 0 and "kept as variant 3" in first.stdout, first.stdout
     assert not mine.exists()

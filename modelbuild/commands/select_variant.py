@@ -68,7 +68,10 @@ def run(args) -> int:
     if recovered:
         console.print(f"a sweep of {layout.name} was killed before it put back the active "
                       f"records it found: {'; '.join(recovered)}")
-    if not is_decimal(args.variant) and args.variant != "default":
+    digits = args.variant.isascii() and args.variant.isdigit()
+    if digits and not is_decimal(args.variant):  # more digits than any variant's name has
+        variants.require(layout, args.workload, args.variant)
+    if not digits and args.variant != "default":
         variants.check_computes(layout, args.workload, [args.variant])
         _keep_active(layout, args.workload)
         path = variants.select_compute(layout, args.workload, args.variant)
@@ -76,8 +79,8 @@ def run(args) -> int:
                       f"schedule" + (f" ({path})" if path.is_file() else ""))
         return 0
     k = None if args.variant == "default" else int(args.variant)
-    if k is not None and k not in variants.existing(layout, args.workload):
-        variants.select(layout, args.workload, k)  # its error: no such variant
+    if k is not None:
+        variants.require(layout, args.workload, k)  # before the active record is kept
     _keep_active(layout, args.workload)
     path = variants.select(layout, args.workload, k)
     if k is None:

@@ -46,18 +46,26 @@ def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, co
     return written
 
 
+def require(layout: ModelLayout, workload: str, k: int | str) -> dict[int, Path]:
+    """The workload's variants (``existing``), or BuildError when none is numbered ``k``
+    (a number, or the digits a user gave: too many for any variant's name)."""
+    found = existing(layout, workload)
+    if k not in found:
+        have = ", ".join(map(str, found)) or "none"
+        shown = k if isinstance(k, int) or len(k) <= 20 else f"{k[:20]}..."
+        raise BuildError(f"no variant {shown} of workload '{workload}' (have: {have})",
+                         file=layout.variants_dir(workload), workload=workload,
+                         hint=f"python -m modelbuild sample {layout.name} {workload} -n N")
+    return found
+
+
 def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
     """Make variant ``k`` the active record (None: no record, the target's default schedule)."""
     active = layout.record(workload)
     if k is None:
         active.unlink(missing_ok=True)
         return active
-    found = existing(layout, workload)
-    if k not in found:
-        have = ", ".join(map(str, found)) or "none"
-        raise BuildError(f"no variant {k} of workload '{workload}' (have: {have})",
-                         file=layout.variants_dir(workload), workload=workload,
-                         hint=f"python -m modelbuild sample {layout.name} {workload} -n N")
+    found = require(layout, workload, k)
     try:
         data = records.read(found[k])
     except OSError as err:
