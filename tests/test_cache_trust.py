@@ -143,6 +143,48 @@ def test_a_poisoned_object_entry_is_refused_with_a_public_key(tiny_built, keys, 
     assert checked.doit("build:tiny").ran == set()
 
 
+@pytest.mark.skipif(shutil.which("objcopy") is None, reason="needs binutils' objcopy")
+def test_a_shared_local_cache_never_hands_a_verifying_project_what_it_cannot_verify(
+        tiny_built, keys, tmp_path):
+    """One local cache for several projects (MODELBUILD_CACHE): what an unsigned store sent
+    to one of them was kept there as if built here, and a project with a public key linked
+    it (exit 0, another model's weights); after a key rotation, what the old key signed
+    was still used."""
+    local = {"MODELBUILD_CACHE": str(tmp_path / "one-local-cache")}
+    signed = _file_remote(tmp_path / "signed-store")
+    ci = _with_public_key(_checkout(tiny_built, tmp_path / "ci"), keys)
+    ci.doit("build:tiny", env=_signing_env(signed, keys))
+    shutil.copytree(tmp_path / "signed-store", tmp_path / "open-store")
+    mean = ci.root / "build" / "tiny" / "objects" / "mean.o"
+    evil = _poison(_entry_of(tmp_path / "open-store", "object", mean.read_bytes()), mean,
+                   tmp_path, keep_signature=False)
+
+    trusting = _checkout(tiny_built, tmp_path / "trusting")  # no key: trusts its store
+    trusting.doit("build:tiny", env=_file_remote(tmp_path / "open-store").build_env(
+        mode="read", **local))
+    assert trusting.objects("tiny")["mean.o"] == evil
+
+    checked = _with_public_key(_checkout(tiny_built, tmp_path / "checked"), keys)
+    run = checked.doit("build:tiny", env=signed.build_env(mode="read", **local))
+    assert checked.objects("tiny")["mean.o"] == mean.read_bytes(), run.output
+    assert sha256(checked.library("tiny")) == sha256(tiny_built.library("tiny"))
+    assert run.ran == {"link:tiny"}, run.output  # the signed store's entries instead
+    assert run.output.count("was not signed, and remote-cache-public-key is set") == 1
+    assert "Traceback" not in run.output
+
+    # the key is rotated: what the old one signed (now in the local cache) is not used
+    new_keys = tmp_path / "new-keys"
+    subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen", str(new_keys)],
+                   check=True, capture_output=True)
+    rotated = _with_public_key(_checkout(tiny_built, tmp_path / "rotated"), new_keys)
+    run = rotated.doit("build:tiny", env={**os.environ, **local})
+    assert run.ran_kind("codegen") and run.ran_kind("partition"), run.output
+    assert sha256(rotated.library("tiny")) == sha256(tiny_built.library("tiny"))
+    # what this machine built is its own: the next checkout with the new key reuses it
+    again = _with_public_key(_checkout(tiny_built, tmp_path / "again"), new_keys)
+    assert again.doit("build:tiny", env={**os.environ, **local}).ran == {"link:tiny"}
+
+
 def test_read_write_without_the_private_key_uploads_nothing_and_says_so_once(tiny_built, keys,
                                                                             tmp_path):
     remote = _file_remote(tmp_path / "shared-cache")

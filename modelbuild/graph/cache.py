@@ -9,7 +9,8 @@ share one store, and going back to an earlier schedule finds its artifacts.
 The header carries the payload's sha256 and size, the kind and key it is filed
 under (and, on a signed remote, a signature: core/signing.py): an entry that was
 truncated, altered or moved to another entry's place is detected when read,
-reported, deleted and rebuilt, never handed to the link.
+reported, deleted and rebuilt, never handed to the link. A local entry that came
+from a remote says so in its header: the signature it came with, or ``-`` for none.
 Every payload is also checked to be what its step makes (the step's
 ``check``: cache_entries.py, partition_output.entry_problem) before it is
 used; one that is not is "corrupt: not used", like a damaged one. Entries
@@ -17,11 +18,13 @@ are written to a temporary file and renamed, so two processes filling one
 entry at once both succeed. A cache that cannot be written is said once and
 the build goes on without storing.
 
-Trust: this local tier trusts its entries' origin (the user's own disk, filled
-by the user's builds and by remote entries verified before they were kept); a
-remote tier with a public key trusts only entries its key's owner signed
-(remote.py). A local cache filled from a remote before its public key was set
-keeps what it downloaded then: `cache clear` it.
+Trust: this local tier trusts the entries this machine built. An entry downloaded
+from a remote is trusted as the project reading it trusts that remote: a project with
+``remote-cache-public-key`` uses only the local entries built here and those whose
+signature its key verifies (remote.py), whichever project's build downloaded them (one
+local cache serves projects of other remotes and other keys; a key rotated after a
+leak stops trusting what the old key signed). A project without a public key trusts
+every entry.
 
 Where the store lives: $MODELBUILD_CACHE, else ``cache-dir`` under
 ``[tool.modelbuild]`` in the project's pyproject.toml, else build/.cache.
@@ -52,15 +55,19 @@ from . import kinds
 from .remote import FORGED, UNSIGNED, RemoteStore, redact
 
 ENV = settings.BY_KEY["cache-dir"].env
-_MAGIC = b"modelbuild-cache/2"
-_OLD_MAGICS = (b"modelbuild-cache/1",)  # entries of an earlier format: a miss, not damage
+_MAGIC = b"modelbuild-cache/3"
+# Entries of an earlier format: a miss, not damage (/1 bound no key; in /2 a download kept
+# here did not say it came from a remote, and a signed project took it for its own build).
+_OLD_MAGICS = (b"modelbuild-cache/1", b"modelbuild-cache/2")
+UNSIGNED_DOWNLOAD = "-"  # the origin a local copy of an unsigned remote entry records
 EVENTS = ("hit", "miss", "corrupt", "upload")
 LOCAL, REMOTE = "local", "remote"
 
 
 def frame(payload: bytes, kind: str, key: str, signature: str | None = None) -> bytes:
     """An entry as stored: a header line (format, sha256, size, the step kind and key it is
-    filed under[, signature]), then the payload. The kind and key bind the entry to its
+    filed under[, signature: on a remote, its writer's; in the local cache, the origin of a
+    download, UNSIGNED_DOWNLOAD or the signature it came with]), then the payload. The kind and key bind the entry to its
     place: two intact entries swapped (a copy gone wrong, a crafted cache) are not used for
     each other, and a step would otherwise restore another model's weights."""
     sig = b" " + signature.encode() if signature else b""
@@ -115,6 +122,7 @@ class Found:
     source: str | None = None
     corrupt_local: bool | str = False    # the local entry exists but is not used
     corrupt_remote: bool | str = False   # the remote entry exists but is not used
+    origin: str | None = None            # REMOTE: its signature, or UNSIGNED_DOWNLOAD
 
 
 def _invalid(check, payload: bytes) -> bool:
@@ -156,15 +164,17 @@ class Cache:
     root: Path
     events: Path | None = None  # where this run's hits and misses are logged
     remote: RemoteStore | None = None  # the remote tier, if the project has one
+    trusted_key: bytes | None = None  # remote-cache-public-key: downloads it verifies only
     _said: set = field(default_factory=set, compare=False, repr=False)  # warnings given
 
     @classmethod
     def of(cls, project: Project, config: settings.Settings | None = None) -> "Cache":
         """The cache of ``project`` with its settings (resolved here when not given)."""
-        from .remote import configured
+        from .remote import configured, public_key
 
         config = config or settings.resolve(project.root)
-        return cls(location(project, config), events_file(project), configured(project, config))
+        return cls(location(project, config), events_file(project), configured(project, config),
+                   public_key(config))
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key
@@ -202,9 +212,12 @@ class Cache:
             raw = None
         if _earlier_format(raw):
             raw = None
-        payload = unframe(raw, kind, key) if raw is not None else None
+        found = unframe_signed(raw, kind, key) if raw is not None else None
+        payload = found[0] if found is not None else None
         corrupt_local: bool | str = False
-        if payload is not None and _invalid(check, payload):
+        if payload is not None and (distrusted := self._distrusted(kind, key, *found)):
+            payload, corrupt_local = None, distrusted
+        elif payload is not None and _invalid(check, payload):
             payload, corrupt_local = None, INVALID
         elif raw is not None and payload is None:
             corrupt_local = DAMAGED
@@ -224,7 +237,20 @@ class Cache:
             refused = INVALID
         if refused is not None:
             return Found(corrupt_local=corrupt_local, corrupt_remote=refused)
-        return Found(payload, REMOTE, corrupt_local)
+        return Found(payload, REMOTE, corrupt_local, origin=signature or UNSIGNED_DOWNLOAD)
+
+    def _distrusted(self, kind: str, key: str, payload: bytes, origin: str | None) -> str | None:
+        """Why a local entry must not be used here (UNSIGNED, FORGED), None to use it: with
+        a public key, a download kept here is used only when that key verifies its signature
+        (another project's build, trusting another remote or none, may have kept it)."""
+        if self.trusted_key is None or origin is None:
+            return None  # no key: every entry is trusted; no origin: built on this machine
+        if origin == UNSIGNED_DOWNLOAD:
+            return UNSIGNED
+        from ..core import signing
+
+        return None if signing.verify(self.trusted_key, kind, key, bytes_digest(payload),
+                                      origin) else FORGED
 
     def report_damage(self, kind: str, key: str, found: Found) -> None:
         """Log the entries a lookup did not use; a local one is removed (the build replaces
@@ -244,7 +270,7 @@ class Cache:
         found = self.peek(kind, key)
         self.report_damage(kind, key, found)
         if found.source == REMOTE:
-            self.put_local(kind, key, found.payload)
+            self.put_local(kind, key, found.payload, found.origin)
         elif found.source == LOCAL:
             self.touch(kind, key)
         return found
@@ -264,11 +290,12 @@ class Cache:
         except OSError:
             pass  # a cache that cannot be written: the entry stays unused
 
-    def put_local(self, kind: str, key: str, payload: bytes) -> None:
-        """Keep a payload here; a cache that cannot be written is said once (stderr) and the
+    def put_local(self, kind: str, key: str, payload: bytes, origin: str | None = None) -> None:
+        """Keep a payload here (``origin``: None, built here; a download's signature, or
+        UNSIGNED_DOWNLOAD); a cache that cannot be written is said once (stderr) and the
         build goes on without storing."""
         try:
-            atomic.write_bytes(self.path(kind, key), frame(payload, kind, key))
+            atomic.write_bytes(self.path(kind, key), frame(payload, kind, key, origin))
         except OSError as err:
             self.say_once("unwritable", f"warning: cache {self.root} cannot be written "
                           f"({err.strerror or type(err).__name__}); building without storing "

@@ -21,7 +21,7 @@ from ..core import atomic, interrupts, regular_file
 from ..core.digest import file_digest
 from ..core.errors import BuildError
 from . import fingerprint
-from .cache import LOCAL, Cache, Found
+from .cache import LOCAL, UNSIGNED_DOWNLOAD, Cache, Found
 
 CURRENT, RESTORE, RUN = "current", "restore", "run"
 
@@ -56,6 +56,7 @@ class Decision:
     corrupt: bool = False        # RUN: the cache had an entry, but it is damaged
     source: str = LOCAL          # RESTORE: which tier has it (cache.LOCAL or cache.REMOTE)
     corrupt_remote: bool = False  # the remote tier's entry is damaged
+    origin: str | None = None    # RESTORE from the remote: its signature (cache.Found.origin)
     reasons: tuple[str, ...] = ()  # asked to explain, and not CURRENT: why, in words
 
 
@@ -116,23 +117,24 @@ class Step:
         found = self.cache.peek(self.kind, fingerprint.key(inputs), check=self._check)
         if found.payload is not None:
             return Decision(RESTORE, inputs, found.payload, found.corrupt_local, found.source,
-                            found.corrupt_remote)
+                            found.corrupt_remote, origin=found.origin)
         return Decision(RUN, inputs, corrupt=found.corrupt_local,
                         corrupt_remote=found.corrupt_remote)
 
     def _stamp(self, inputs: dict) -> None:
         fingerprint.write_stamp(self.output, inputs, self.artifact.digest())
 
-    def restore(self, inputs: dict, payload: bytes, source: str = LOCAL) -> None:
+    def restore(self, inputs: dict, payload: bytes, source: str = LOCAL,
+                origin: str | None = None) -> None:
         """Put the cached ``payload`` for ``inputs`` in place, with its stamp (a payload from
-        the remote tier is kept in the local cache too)."""
+        the remote tier is kept in the local cache too, with its ``origin``)."""
         key = fingerprint.key(inputs)
         self.artifact.unpack(payload)
         self._stamp(inputs)
         if source == LOCAL:
             self.cache.touch(self.kind, key)
         else:
-            self.cache.put_local(self.kind, key, payload)
+            self.cache.put_local(self.kind, key, payload, origin or UNSIGNED_DOWNLOAD)
         self.cache.log("hit", self.kind, key, source)
 
     def _made_by_a_step(self, filename) -> bool:
@@ -167,7 +169,7 @@ class Step:
         found = self.cache.peek(self.kind, key, remote=False, check=self._check)
         self.cache.report_damage(self.kind, key, found)
         if found.payload is not None:
-            self.restore(inputs, found.payload, found.source)
+            self.restore(inputs, found.payload, found.source, found.origin)
             return
         self.cache.log("miss", self.kind, key)
         compute(*getattr(inputs, "given", ()), *args)
@@ -211,7 +213,8 @@ class Uptodate:
                 corrupt_local=decision.corrupt, corrupt_remote=decision.corrupt_remote))
         if decision.action == RESTORE and self.restore:
             try:
-                self.step.restore(decision.inputs, decision.payload, decision.source)
+                self.step.restore(decision.inputs, decision.payload, decision.source,
+                                  decision.origin)
             except (OSError, BuildError):  # cannot be put in place (a folder in the way, a
                 return False  # full disk): the step runs, and its own failure says why
             setattr(task, FROM_CACHE, decision.source)

@@ -212,11 +212,17 @@ def configured(project: Project, config: settings.Settings | None = None) -> Rem
                        *_keys(config))
 
 
+def public_key(config: settings.Settings) -> bytes | None:
+    """The raw public key of ``remote-cache-public-key`` (None: not set), also when no
+    remote is configured now: the local cache may hold what an earlier one sent."""
+    path = config.path(PUBLIC_KEY_SETTING)
+    return None if path is None else signing.load_public(
+        path, f"`{PUBLIC_KEY_SETTING}` under [tool.modelbuild]")
+
+
 def _keys(config: settings.Settings) -> tuple[bytes | None, bytes | None]:
     """(public key, signing key) of the project's remote cache, raw; None where not set.
     The signing key comes only from the environment: pyproject.toml is committed."""
-    public_path, private_path = config.path(PUBLIC_KEY_SETTING), config.path("remote-cache-signing-key")
-    public = None if public_path is None else signing.load_public(
-        public_path, f"`{PUBLIC_KEY_SETTING}` under [tool.modelbuild]")
+    private_path = config.path("remote-cache-signing-key")
     private = None if private_path is None else signing.load_private(private_path, SIGNING_KEY_ENV)
-    return public, private
+    return public_key(config), private
