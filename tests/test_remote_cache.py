@@ -224,3 +224,122 @@ def test_a_bad_remote_setting_is_one_clear_error(tiny_built, tmp_path):
     assert run.returncode != 0
     assert "remote-cache-mode must be one of read, read-write, not 'write-only'" in run.output
     assert "Traceback" not in run.output
+
+
+# -- a store that a hostile writer, or a sick endpoint, controls -----------------------------
+
+def test_a_pipe_or_dev_zero_in_a_shared_folder_is_a_miss_and_the_build_ends(tiny_built,
+                                                                             tmp_path):
+    """A pipe named as an entry of a file:// store kept every reader's process alive after
+    "done" (the download waited for a writer); a link to /dev/zero was read until memory
+    ran out."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    _checkout(tiny_built, tmp_path / "ci").doit("build:tiny", env=remote.build_env())
+    objects = sorted((tmp_path / "shared-cache" / "object").glob("??/*"))
+    assert len(objects) >= 2
+    objects[0].unlink()
+    os.mkfifo(objects[0])
+    objects[1].unlink()
+    objects[1].symlink_to("/dev/zero")
+
+    reader = _checkout(tiny_built, tmp_path / "reader")
+    run = reader.doit("build:tiny", env=remote.build_env(mode="read"), timeout=180)
+    assert len(run.ran_kind("codegen")) == 2, run.output  # those two: built here
+    assert "unavailable" not in run.output, run.output
+    assert sha256(reader.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+@pytest.fixture
+def trickling_endpoint():
+    """An "S3 endpoint" on 127.0.0.1 that answers every request with 200 and then sends one
+    byte a second, for ever."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def trickle(conn):
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n"
+                             b"Content-Type: binary/octet-stream\r\n\r\n")
+                while not stop.wait(1.0):
+                    conn.sendall(b"x")
+            except OSError:
+                pass
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=trickle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    server.close()
+
+
+def test_a_store_that_trickles_bytes_cannot_keep_a_finished_build_alive(tiny_built, tmp_path,
+                                                                        trickling_endpoint):
+    """The download past the timeout kept its thread, which S3's read timeout never ended
+    (a byte came every second), and the process waited for it after saying "done"."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": trickling_endpoint,
+           "MODELBUILD_REMOTE_CACHE": "s3://team/cache", "MODELBUILD_REMOTE_CACHE_TIMEOUT": "2"}
+    project = _checkout(tiny_built, tmp_path / "a")
+    run = project.doit("build:tiny", env=env, timeout=120)
+    assert "a download took more than 2 s" in run.output, run.output
+    assert "modelbuild: done" in run.output
+    assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+def test_doit_n_2_uploads_every_step_its_workers_built(tiny_built, tmp_path):
+    """Under `doit -n 2` each upload went to a thread pool made before doit forked its
+    workers: in a worker it had no thread, and the upload "took more than 10 s", every run."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    project = _checkout(tiny_built, tmp_path / "a")
+    run = project.doit("-n", "2", "build:tiny", env=remote.build_env(), timeout=300)
+    assert "unavailable" not in run.output, run.output
+    local = list((project.root / "build" / ".cache").glob("*/??/*"))
+    assert len(remote.entries()) == len(local) and f"{len(local)} uploaded" in run.stdout, \
+        run.output
+
+
+@pytest.mark.parametrize("url", ["file://localhost{folder}", "file:/{folder}"])
+def test_a_file_url_names_a_folder_of_this_machine(tiny_built, tmp_path, url):
+    """file://localhost/path wrote into ./localhost/path under the project, and said
+    "uploaded"; file://path (two slashes) did the same with path's first folder."""
+    folder = tmp_path / "shared-cache"
+    folder.mkdir()
+    project = _checkout(tiny_built, tmp_path / "a")
+    env = {**os.environ, "MODELBUILD_REMOTE_CACHE": url.format(folder=folder),
+           "MODELBUILD_REMOTE_CACHE_MODE": "read-write"}
+    run = project.doit("build:tiny", env=env, check=False)
+    if url.startswith("file://localhost"):
+        assert run.returncode == 0 and list(folder.glob("*/??/*")), run.output
+    else:
+        assert run.returncode != 0 and "must be file:///path/to/folder" in run.output, run.output
+    assert not any(p.name in ("localhost", "tmp") for p in project.root.iterdir())
+    assert "Traceback" not in run.output
+
+
+def test_secrets_in_settings_are_never_printed(tiny_built, tmp_path):
+    """A CI secret handed over as the key itself (not its file) was printed whole in the
+    error; a malformed URL was echoed with its password."""
+    project = _checkout(tiny_built, tmp_path / "a")
+    key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHsecretsecretsecret\n-----END PRIVATE KEY-----"
+    for extra in ({"MODELBUILD_REMOTE_CACHE": f"file://{tmp_path}/s",
+                   "MODELBUILD_REMOTE_CACHE_SIGNING_KEY": key},
+                  {"MODELBUILD_REMOTE_CACHE": "s3:/bob:TopSecret9@team/x"}):
+        run = project.doit("build:tiny", env={**os.environ, **extra}, check=False)
+        assert run.returncode != 0, run.output
+        for secret in ("secretsecret", "TopSecret9", "BEGIN PRIVATE"):
+            assert secret not in run.output, run.output
+        assert "Traceback" not in run.output

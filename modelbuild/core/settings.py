@@ -23,6 +23,7 @@ unreadable one, or an unknown key, is an error naming the file.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -42,13 +43,40 @@ def _text(value) -> str:
     return value
 
 
+def without_credentials(text: str) -> str:
+    """``text`` (a URL, well-formed or not) with any ``user[:password]@`` shown as ``***@``."""
+    return re.sub(r"[^/@\s]+@", "***@", text)
+
+
 def _url(value) -> str:
-    """A URL with a scheme (s3://bucket/prefix, file:///path): fsspec opens it."""
+    """A URL with a scheme (s3://bucket/prefix, file:///path): fsspec opens it. A file://
+    URL names a folder of this machine (``file://localhost/path`` is ``file:///path``;
+    fsspec would take ``file://host/path`` for a folder ``host/path`` under the current
+    one); a ``memory://`` store does not outlive the process. Never echoes a password."""
     text = _text(value)
+    shown = without_credentials(text)
     scheme, sep, rest = text.partition("://")
     if not (sep and scheme.replace("+", "").isalnum() and rest):
-        raise ValueError(f"must be a URL such as s3://bucket/prefix or file:///path, not {value!r}")
+        raise ValueError(f"must be a URL such as s3://bucket/prefix or file:///path, not {shown!r}")
+    if scheme.lower() == "memory":
+        raise ValueError("must be a store that outlives one process: memory:// keeps nothing "
+                         "after the build")
+    if scheme.lower() == "file":
+        host, slash, path = rest.partition("/")
+        if host.lower() not in ("", "localhost") or not path:
+            raise ValueError(f"must be file:///path/to/folder (a folder of this machine), "
+                             f"not {shown!r}")
+        return f"file:///{path}"
     return text
+
+
+def _key_file(value) -> str:
+    """The path of a private key's file: never the key itself (a CI secret handed over as
+    the variable's value), which an error would otherwise print."""
+    if isinstance(value, str) and ("\n" in value or "-----BEGIN" in value):
+        raise ValueError("must be the path of the key's file; it holds a key itself (not "
+                         "shown): write it to a file and give that file's path")
+    return _text(value)
 
 
 def _address(value) -> str:
@@ -115,12 +143,13 @@ SETTINGS: tuple[Setting, ...] = (
     # verify remote entries with this public key (core/signing.py); pyproject only: committed
     Setting("remote-cache-public-key", None, None, _text, "keys/remote-cache.pub"),
     # sign uploads with this private key: environment only, never in the committed pyproject
-    Setting("remote-cache-signing-key", "MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None, _text,
+    Setting("remote-cache-signing-key", "MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None, _key_file,
             "/path/to/remote-cache.key", in_pyproject=False),
     Setting("executor", "MODELBUILD_EXECUTOR", None, _address, "tcp://host:8786"),
     Setting("executor-tls-ca", "MODELBUILD_EXECUTOR_TLS_CA", None, _text, "certs/ca.pem"),
     Setting("executor-tls-cert", "MODELBUILD_EXECUTOR_TLS_CERT", None, _text, "certs/client.pem"),
-    Setting("executor-tls-key", "MODELBUILD_EXECUTOR_TLS_KEY", None, _text, "certs/client.key"),
+    Setting("executor-tls-key", "MODELBUILD_EXECUTOR_TLS_KEY", None, _key_file,
+            "certs/client.key"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 KNOWN = tuple(s.key for s in SETTINGS if s.in_pyproject)   # the keys [tool.modelbuild] may hold

@@ -21,7 +21,11 @@ the store decides what readers link.
 
 A store that is down, slow or refuses us never fails a build: the first
 failure is reported once (to stderr) and the store is not asked again by this
-process; the build goes on locally. Credentials and endpoints come the way the
+process; the build goes on locally. Each request runs in a thread of its own that
+the process does not wait for at exit: a store that trickles bytes, or a pipe in
+a shared folder, cannot keep a finished build from ending. A download is read
+to at most ``entry_limit()`` bytes (half this machine's memory): one larger could
+not be restored anyway, and /dev/zero behind an entry's name never ends. Credentials and endpoints come the way the
 store's own tools take them (for S3: AWS_* environment variables, ~/.aws); a
 URL's user and password, if any, are never printed.
 """
@@ -31,11 +35,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..core import settings, signing
+from ..core import regular_file, settings, signing
 from ..core.errors import BuildError
 from ..core.layout import Project
 
@@ -71,8 +74,6 @@ class RemoteStore:
         self._fs = None
         self._root = ""
         self._down: str | None = None   # why the store is not used any more
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
         self.public_key = public_key    # raw Ed25519 key: only entries it verifies are used
         self.signing_key = signing_key  # raw Ed25519 private key: uploads are signed with it
 
@@ -142,26 +143,38 @@ class RemoteStore:
         return f"{self._root.rstrip('/')}/{kind}/{key[:2]}/{key}"
 
     def _call(self, what: str, fn):
-        """``fn(fs)`` within the timeout; None after reporting the store down on failure."""
+        """``fn(fs)`` within the timeout; None after reporting the store down on failure.
+        The request runs in a daemon thread, made for it (in this process: doit's workers
+        are forked), which a request past the timeout keeps, and the process's exit does
+        not wait for."""
         if self._down is not None:
             return None
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="modelbuild-remote")
-            pool = self._pool
-        future = pool.submit(lambda: fn(self._filesystem()))
-        try:
-            return future.result(timeout=self.timeout)
-        except FileNotFoundError:
-            raise
-        except BuildError as err:
-            self._give_up(str(err).removeprefix("error: "))
-        except FutureTimeout:
+        outcome: list = []
+
+        def request():
+            try:
+                outcome.append((True, fn(self._filesystem())))
+            except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+                outcome.append((False, err))
+
+        thread = threading.Thread(target=request, name="modelbuild-remote", daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        if not outcome:
             self._give_up(f"{what} took more than {self.timeout:g} s")
-            self._pool = None  # the stuck request keeps its thread; later calls do not wait on it
-        except Exception as err:  # noqa: BLE001 - any store failure: build locally instead
-            first = (str(err).strip().splitlines() or [""])[0][:200]
-            self._give_up(f"{what} failed: {type(err).__name__}: {first}")
+            return None
+        ok, value = outcome[0]
+        if ok:
+            return value
+        if isinstance(value, FileNotFoundError):
+            raise value
+        if isinstance(value, BuildError):
+            self._give_up(str(value).removeprefix("error: "))
+        elif isinstance(value, Exception):  # any store failure: build locally instead
+            first = (str(value).strip().splitlines() or [""])[0][:200]
+            self._give_up(f"{what} failed: {type(value).__name__}: {first}")
+        else:
+            raise value  # KeyboardInterrupt, SystemExit: not the store's failure
         return None
 
     def _give_up(self, reason: str) -> None:
@@ -171,9 +184,21 @@ class RemoteStore:
                   "building locally without it for the rest of this run", file=sys.stderr)
 
     def get(self, kind: str, key: str) -> bytes | None:
-        """The stored entry (header and payload, unverified), None when absent or unreachable."""
+        """The stored entry (header and payload, unverified), None when absent or unreachable,
+        or not a regular file of a shared folder (a pipe would never end)."""
+        limit = entry_limit()
+
+        def download(fs):
+            path = self._path(kind, key)
+            if _local(fs):
+                return regular_file.read_limited(Path(path), limit)
+            data = fs.cat_file(path, start=0, end=limit + 1)
+            if len(data) > limit:
+                raise regular_file.TooLarge(f"an entry of over {limit} bytes")
+            return data
+
         try:
-            return self._call("a download", lambda fs: fs.cat_file(self._path(kind, key)))
+            return self._call("a download", download)
         except FileNotFoundError:
             return None
 
@@ -184,8 +209,7 @@ class RemoteStore:
 
         def upload(fs):
             path = self._path(kind, key)
-            protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
-            if "file" in protocols:
+            if _local(fs):
                 # a shared folder: write beside, then rename, so a reader never sees half
                 fs.makedirs(os.path.dirname(path), exist_ok=True)
                 tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
@@ -199,6 +223,21 @@ class RemoteStore:
             return bool(self._call("an upload", upload))
         except FileNotFoundError:
             return False
+
+
+def _local(fs) -> bool:
+    """Whether ``fs`` is this machine's file system (a file:// store: a shared folder)."""
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return "file" in protocols or "local" in protocols
+
+
+def entry_limit() -> int:
+    """The most bytes a download may have: half this machine's memory (an entry is held
+    whole, and its files are written from it)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return 8 << 30
 
 
 def configured(project: Project, config: settings.Settings | None = None) -> RemoteStore | None:
