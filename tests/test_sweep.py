@@ -249,6 +249,11 @@ def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_va
         second = run_sweep(tiny_copy, "--workload", workload, "--runs", "3")
         chose = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
                                 "2"], cwd=tiny_copy.root, capture_output=True, text=True)
+        # import and tune write active records too: the sweep's restore deleted theirs
+        imported, tuned = (subprocess.run([sys.executable, "-m", "modelbuild", *args],
+                                          cwd=tiny_copy.root, capture_output=True, text=True)
+                           for args in (["import", "tiny", str(tiny_copy.root / "db")],
+                                        ["tune", "tiny", "--total-trials", "2", "--local"]))
     finally:
         proc.send_signal(signal.SIGINT)
         out = "".join(lines) + proc.stdout.read()
@@ -256,6 +261,10 @@ def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_va
     assert second.returncode == 1, second.stdout + second.stderr
     assert "another sweep of tiny runs in this project (pid" in second.stderr, second.stderr
     assert chose.returncode == 1 and "a sweep of tiny runs in this project" in chose.stderr
+    for refused, what in ((imported, "import"), (tuned, "tune")):
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "a sweep of tiny runs in this project" in refused.stderr, refused.stderr
+        assert f"{what} once the sweep has ended" in refused.stderr
     assert not tiny_copy.record("tiny", workload).exists(), out  # the first one restored it
 
 

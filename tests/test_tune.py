@@ -133,3 +133,74 @@ def test_ctrl_c_in_the_first_round_of_a_local_tune_stops_it_when_the_round_is_sa
     said = resumed.stdout + resumed.stderr
     kept = int(said.split("resuming: ")[1].split()[0])
     assert 0 < kept < 8, said
+
+
+def test_import_keeps_the_user_s_record_and_leaves_a_python_schedule_alone(tuned, tmp_path):
+    """import (and tune, which imports) replaced a hand-edited active record without keeping
+    it anywhere, and wrote a JSON record beside a workload's Python schedule: the next build
+    failed on two records for one workload."""
+    import shutil
+
+    source, _, _ = tuned
+    project = make_project_copy(source, tmp_path / "copy")
+    mine = project.record("rep", REPEATED)
+    hand = json.loads(mine.read_text())
+    hand["source"] = "hand"
+    mine.write_text(json.dumps(hand))
+    project.record("rep", ONCE).unlink(missing_ok=True)
+    project.record("rep", ONCE).with_suffix(".py").write_text("def schedule(sch):\n    pass\n")
+
+    report = json.loads(cli(project, "import", "rep", str(project.root / "db"), "--json").stdout)
+    assert report["kept"] == {REPEATED: 1} and report["python"] == [ONCE], report
+    variant = project.root / "schedules" / "rep" / "variants" / REPEATED / "1.json"
+    assert json.loads(variant.read_text()) == hand
+    assert json.loads(mine.read_text())["source"] == "tuned"
+    assert not project.record("rep", ONCE).exists()
+    project.doit("build:rep")
+    shutil.rmtree(project.root)
+
+
+def make_project_copy(project, dest):
+    import shutil
+
+    from conftest import Project
+
+    shutil.copytree(project.root, dest, ignore=shutil.ignore_patterns("build"))
+    return Project(dest)
+
+
+def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tmp_path):
+    """Two tunes of one model at once (one database) numbered their workloads alike: the
+    database read as broken ("a hand-edited line may be the cause"), and neither tune's
+    trials could be imported or resumed."""
+    import subprocess
+    import sys
+
+    source, _, _ = tuned
+    project = make_project_copy(source, tmp_path / "copy")
+    first = subprocess.Popen([sys.executable, "-m", "modelbuild", "tune", "rep", "--local",
+                              "--total-trials", "8", "--no-keep-if-faster"], cwd=project.root,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in first.stdout:
+        seen.append(line)
+        if line.startswith("tuning "):
+            break
+    try:
+        second = subprocess.run([sys.executable, "-m", "modelbuild", "tune", "rep", "--local",
+                                 "--total-trials", "8"], cwd=project.root, capture_output=True,
+                                text=True)
+        imported = subprocess.run([sys.executable, "-m", "modelbuild", "import", "rep",
+                                   str(project.root / "build" / "rep" / "tuning")],
+                                  cwd=project.root, capture_output=True, text=True)
+    finally:
+        out = "".join(seen) + first.stdout.read()
+        status = first.wait(timeout=600)
+    assert status == 0, out
+    assert second.returncode == 1 and "another tune writes this database (pid" in second.stderr, \
+        second.stderr
+    assert imported.returncode == 1 and "a tune is writing this database" in imported.stderr
+    assert "Traceback" not in second.stderr + imported.stderr
+    # the first tune's database reads: it resumes
+    again = cli(project, "tune", "rep", "--local", "--total-trials", "8", "--resume", "--json")
+    assert json.loads(again.stdout)["tuning"]["resumed_from"] == 8

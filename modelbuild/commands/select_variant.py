@@ -20,11 +20,7 @@ def check_selectable(project, layout, workload: str) -> None:
     model is partitioned (its workloads and their computes are known), has the workload,
     schedules it with no Python file (which would stay active beside the JSON), and no sweep
     of the model runs (it puts its own variants in place, then the records it saw)."""
-    sweeping = build_lock.holder(build_lock.sweep_lock_file(project, layout.name))
-    if sweeping is not None:
-        raise BuildError(f"a sweep of {layout.name} runs in this project{sweeping}: it "
-                         "restores the active records it found when it ends",
-                         hint="select once the sweep has ended (or use its --select-fastest)")
+    build_lock.refuse_during_sweep(project, layout.name, "select")
     if not layout.workloads_dir.is_dir():
         raise BuildError(f"model '{layout.name}' is not partitioned yet: its workloads and "
                          "their computes are known once it is",

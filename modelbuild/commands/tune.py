@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ..core import free_space, requires
 from ..core.errors import BuildError
+from ..graph import build_lock
 from ..measure import latency
 from ..schedules import rpc
 from ..schedules.timing import KEEP_MARGIN
@@ -246,6 +247,8 @@ def run(args) -> int:
     # TVM's database writer leaves a truncated line, unsaid, when the disk fills up
     msdb.make_out_dir(work_dir)
     free_space.require(work_dir, 0, "the tuning database")
+    _hold_database(work_dir)
+    build_lock.refuse_during_sweep(project, args.model, "tune")
     skipped = len(funcs) - len(chosen)
     out.print(f"tuning {len(chosen)} workload(s) of {args.model} for {choice}"
               + (f" (the {skipped} others, element-wise, unused or under 1% of the time, keep "
@@ -260,6 +263,7 @@ def run(args) -> int:
     measured = (_tune(chosen, spec, work_dir, budget, calls, args, out, place)
                 if total > already else {})
     seconds = time.perf_counter() - start
+    build_lock.refuse_during_sweep(project, args.model, f"import {work_dir}")  # begun meanwhile
     report = msdb.import_database(work_dir, args.model, funcs, project.model(args.model),
                                   source="tuned", only=set(chosen),
                                   keep_if_faster=spec if args.keep_if_faster else None)
@@ -268,6 +272,17 @@ def run(args) -> int:
         _say(out, summary, measured, calls)
     print_import(report, work_dir, args.json, extra={"tuning": summary})
     return 0
+
+
+def _hold_database(work_dir: Path) -> None:
+    """This tune's hold on its database until it exits (build_lock.tune_lock_file)."""
+    lock = build_lock.tune_lock_file(work_dir)
+    try:
+        build_lock.hold(lock)
+    except build_lock.Busy:
+        raise BuildError(f"another tune writes this database{build_lock.holder(lock) or ''}",
+                         file=work_dir, hint="wait for it, or give this tune its own "
+                                             "--work-dir") from None
 
 
 def _summary(measured, calls, chosen, seconds, place, spec, already) -> dict:
@@ -316,6 +331,9 @@ def print_import(report, work_dir, as_json: bool = False, extra: dict | None = N
                          ("skipped: no valid record", report.skipped),
                          (f"left out: not {KEEP_MARGIN:.0%} faster than the default", slower),
                          ("left out: TVM's code for it computes other numbers", report.wrong),
+                         ("left out: scheduled by a Python file", report.python),
+                         ("the active record it replaced, kept as a variant",
+                          [f"{n} (variant {k})" for n, k in report.kept.items()]),
                          ("unmatched: not in the model", report.unmatched)):
         table.add_row(label, str(len(names)), escape(", ".join(names)))
     console.print(table)

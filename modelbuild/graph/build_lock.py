@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from ..core.digits import is_decimal
+from ..core.errors import BuildError
 from ..core.layout import Project
 
 
@@ -43,6 +44,22 @@ def sweep_lock_file(project: Project, model: str) -> Path:
     """A sweep's hold on a model's active records. (Ends in "-lock", so no model's build
     lock is this file: ".m.sweep.lock" was model "m.sweep"'s.)"""
     return project.build_dir / f".{model}.sweep-lock"
+
+
+def refuse_during_sweep(project: Project, model: str, what: str) -> None:
+    """BuildError while a sweep of ``model`` runs: it puts its variants in place, then the
+    active records it found, over whatever ``what`` (a command) would write meanwhile."""
+    sweeping = holder(sweep_lock_file(project, model))
+    if sweeping is not None:
+        raise BuildError(f"a sweep of {model} runs in this project{sweeping}: it restores the "
+                         "active records it found when it ends",
+                         hint=f"{what} once the sweep has ended (or use its --select-fastest)")
+
+
+def tune_lock_file(work_dir: Path) -> Path:
+    """A tune's hold on its MetaSchedule database: two tunes writing one number their
+    workloads alike, and the database no longer reads."""
+    return work_dir / ".tune-lock"
 
 
 def serve_lock_file(project: Project) -> Path:

@@ -19,7 +19,7 @@ from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
 from ..core import atomic
-from . import compute_record, records
+from . import compute_record, records, variants
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -33,6 +33,9 @@ class ImportReport:
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
     not_faster: list[str] = field(default_factory=list)  # not faster than the default by timing.KEEP_MARGIN
     wrong: list[str] = field(default_factory=list)       # TVM's code for it computes other numbers
+    python: list[str] = field(default_factory=list)      # scheduled by a Python file: left alone
+    # the active record a written one replaced, the user's own: workload -> its variant number
+    kept: dict[str, int] = field(default_factory=dict)
     # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
     timings: dict[str, dict] = field(default_factory=dict)
 
@@ -43,7 +46,8 @@ class ImportReport:
     def to_json(self) -> dict:
         return {"written": self.written, "unchanged": self.unchanged, "skipped": self.skipped,
                 "not_faster": self.not_faster, "wrong": self.wrong, "unmatched": self.unmatched,
-                "matched": self.matched, "timings": self.timings}
+                "python": self.python, "kept": self.kept, "matched": self.matched,
+                "timings": self.timings}
 
 
 def validate_files(work_dir: Path) -> None:
@@ -220,6 +224,9 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if rec is None:
             report.skipped.append(name)
             continue
+        if layout.python_record(name).is_file():  # it stays active: a JSON beside it conflicts
+            report.python.append(name)
+            continue
         record = records.Record(
             None, name, structural_hash(func), target_dict(rec.target),
             plain(rec.trace.as_json()), [float(x) for x in plain(rec.run_secs)] if rec.run_secs else None,
@@ -242,6 +249,9 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if path.is_file() and path.read_text() == text:
             report.unchanged.append(name)
         else:
+            kept = variants.keep_active(layout, name)  # the user's own record: not lost
+            if kept is not None:
+                report.kept[name] = kept
             atomic.write_text(path, text)
             report.written.append(name)
     seen = []  # the database's workload objects, each hashed once
