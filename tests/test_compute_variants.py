@@ -401,3 +401,25 @@ def test_check_names_a_record_tvm_miscompiles(tmp_path):
     checked = cli(project, "check", "m", check=False)
     assert checked.returncode == 1, checked.stdout
     assert "its kernel computes other numbers than the workload" in checked.stdout
+
+
+def test_a_record_tvm_miscompiles_before_a_clip_is_caught(tmp_path):
+    """A differential run's: a chain of odd 3x3 convolutions ending in Clip, whose last
+    workload got a sampled Winograd record that TVM compiles into wrong code (the library
+    off by 7x the output). sample kept it and check said ok: the numeric check drew the
+    Clip's bounds at random, crossed, and every output of both kernels was one value."""
+    import onnx
+    from conftest import cli
+
+    data = Path(__file__).parent / "data"
+    project = make_project(tmp_path / "p", {"w5": onnx.load(data / "winograd_clip_chain.onnx")})
+    project.doit("build:w5")
+    workload = "fused_conv2d_NCHWc2_add2_maximum1_minimum1"
+    record = project.record("w5", workload)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text((data / "winograd_clip_record_tvm_miscompiles.json").read_text())
+    checked = cli(project, "check", "w5", check=False)
+    assert checked.returncode == 1, checked.stdout
+    assert "its kernel computes other numbers than the workload" in checked.stdout
+    record.write_text((data / "winograd_clip_record_correct.json").read_text())  # another draw
+    assert cli(project, "check", "w5").returncode == 0

@@ -29,24 +29,36 @@ def tolerance(dtype: str) -> float:
     return _TOLERANCE_16 if dtype in ("float16", "bfloat16") else TOLERANCE
 
 
-def _buffers(func, seed: int) -> list:
-    """A fresh array per parameter of ``func``: floats random (outputs too, so that an
-    element a schedule leaves unwritten differs), integers and booleans zero (an index
-    input stays in range)."""
+def _buffers(func, seed: int) -> list[list]:
+    """Input sets, each a fresh array per parameter of ``func``: floats random (outputs too,
+    so that an element a schedule leaves unwritten differs), integers and booleans zero (an
+    index input stays in range). A float parameter of one element is most often a bound (a
+    Clip's min and max, fused in): random bounds that cross clamp every output to one value,
+    which hides any wrong arithmetic before them, so two more sets give such parameters
+    -100, +100, ... and +100, -100, ...: in one of them each pair of bounds is wide open."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    out = []
-    for param in func.params:  # buffers (TVM 0.27), as kernel timing reads them too
+    first, scalars = [], []
+    for i, param in enumerate(func.params):  # buffers (TVM 0.27), as kernel timing reads them
         shape, dtype = [int(d) for d in param.shape], str(param.dtype)
         if dtype.startswith(("float", "bfloat")):
-            out.append(rng.standard_normal(shape).astype(dtype))
+            first.append(rng.standard_normal(shape).astype(dtype))
+            if first[-1].size == 1:
+                scalars.append(i)
         else:
-            out.append(np.zeros(shape, dtype))
-    return out
+            first.append(np.zeros(shape, dtype))
+    sets = [first]
+    for sign in ((1.0, -1.0) if scalars else ()):
+        spread = [a.copy() for a in first]
+        for n, i in enumerate(scalars):
+            spread[i][...] = -100.0 * sign if n % 2 == 0 else 100.0 * sign
+        sets.append(spread)
+    return sets
 
 
-def _run(func, name: str, arrays: list) -> list:
+def _run(func, name: str, sets: list[list]) -> list[list]:
+    """The arrays of each input set after one call of ``func`` on it (compiled once)."""
     import numpy as np
     import tvm
 
@@ -54,9 +66,12 @@ def _run(func, name: str, arrays: list) -> list:
     lib = tvm.tirx.build(tvm.IRModule({name: func.with_attr("global_symbol", name)}),
                          target=target)
     dev = tvm.cpu()
-    args = [tvm.runtime.tensor(np.array(a), dev) for a in arrays]
-    lib[name](*args)
-    return [a.numpy() for a in args]
+    out = []
+    for arrays in sets:
+        args = [tvm.runtime.tensor(np.array(a), dev) for a in arrays]
+        lib[name](*args)
+        out.append([a.numpy() for a in args])
+    return out
 
 
 class Reference:
@@ -90,7 +105,7 @@ class Reference:
         except Exception:  # noqa: BLE001 - not checkable here (an intrinsic of another CPU)
             return None
         worst = 0.0
-        for w, g in zip(self.want, got):
+        for w, g in zip((a for s in self.want for a in s), (a for s in got for a in s)):
             if w.size == 0:
                 continue
             w64, g64 = w.astype(np.float64), g.astype(np.float64)
