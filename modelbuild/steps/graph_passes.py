@@ -162,7 +162,10 @@ def _full_rank_constants(self, call):
     args = []
     for arg, shape in zip(call.args, shapes):
         if isinstance(arg, tvm.ir.expr.Constant) and len(shape) < rank:
-            arg = relax.const(arg.value.numpy().reshape([1] * (rank - len(shape)) + shape))
+            # the constant's own dtype: relax.const would make an int64 scalar int32 (the
+            # int32 wrap-around of a float -> int32 Cast subtracts 2**32)
+            arg = relax.const(arg.value.numpy().reshape([1] * (rank - len(shape)) + shape),
+                              str(arg.value.dtype))
         args.append(arg)
     if all(a.same_as(b) for a, b in zip(args, call.args)):
         return call
