@@ -67,8 +67,8 @@ LOCAL, REMOTE = "local", "remote"
 def frame(payload: bytes, kind: str, key: str, signature: str | None = None) -> bytes:
     """An entry as stored: a header line (format, sha256, size, the step kind and key it is
     filed under[, signature: on a remote, its writer's; in the local cache, the origin of a
-    download, UNSIGNED_DOWNLOAD or the signature it came with]), then the payload. The kind and key bind the entry to its
-    place: two intact entries swapped (a copy gone wrong, a crafted cache) are not used for
+    download, UNSIGNED_DOWNLOAD or the signature it came with]), then the payload. The kind
+    and key bind the entry to its place: two intact entries swapped (a copy gone wrong, a crafted cache) are not used for
     each other, and a step would otherwise restore another model's weights."""
     sig = b" " + signature.encode() if signature else b""
     return (b"%s %s %d %s%s\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload),

@@ -25,9 +25,10 @@ process; the build goes on locally. Each request runs in a thread of its own tha
 the process does not wait for at exit: a store that trickles bytes, or a pipe in
 a shared folder, cannot keep a finished build from ending. A download is read
 to at most ``entry_limit()`` bytes (half this machine's memory): one larger could
-not be restored anyway, and /dev/zero behind an entry's name never ends. Credentials and endpoints come the way the
-store's own tools take them (for S3: AWS_* environment variables, ~/.aws); a
-URL's user and password, if any, are never printed.
+not be restored anyway, and /dev/zero behind an entry's name never ends.
+
+Credentials and endpoints come the way the store's own tools take them (for S3: AWS_*
+environment variables, ~/.aws); a URL's user and password, if any, are never printed.
 """
 
 from __future__ import annotations
