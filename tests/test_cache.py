@@ -235,3 +235,27 @@ def test_clear_and_prune_remove_cache_entries_only_wherever_the_cache_points(tin
     proc = _cache_cli(tiny_copy, "clear", env=here)
     assert proc.returncode == 0 and sorted(p.name for p in tiny_copy.root.iterdir()) == names
     assert tiny_copy.library("tiny").is_file() and (tiny_copy.root / "models" / "tiny.onnx").is_file()
+
+
+def test_a_section_moved_to_another_disk_by_a_link_is_counted_and_cleared(tiny_copy, tmp_path):
+    """With the object section a link to another folder (a larger disk), builds read and
+    wrote through it, but `cache stats` counted none of it and `cache clear` said "removed"
+    while every object stayed, and the next build restored them."""
+    shared, disk = tmp_path / "cache", tmp_path / "bigger-disk"
+    shared.mkdir()
+    disk.mkdir()
+    (shared / "object").symlink_to(disk)
+    env = {**os.environ, cache.ENV: str(shared)}
+    shutil.rmtree(tiny_copy.root / "build")
+    tiny_copy.doit("build:tiny", env=env)
+    objects = list(disk.glob("??/*"))
+    assert objects and _stats(tiny_copy, env)["kinds"]["object"]["entries"] == len(objects)
+    assert _cache_cli(tiny_copy, "clear", env=env).returncode == 0
+    assert not list(disk.glob("??/*")) and (shared / "object").is_symlink()
+    shutil.rmtree(tiny_copy.root / "build")
+    assert tiny_copy.doit("build:tiny", env=env).ran_kind("codegen")  # nothing left to restore
+
+    a_file = {**os.environ, cache.ENV: str(tmp_path / "a-file")}
+    (tmp_path / "a-file").write_text("not a cache")
+    proc = _cache_cli(tiny_copy, "stats", env=a_file)
+    assert proc.returncode == 1 and "not a folder" in proc.stderr, proc.stdout + proc.stderr

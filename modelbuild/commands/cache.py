@@ -50,6 +50,10 @@ def run(args) -> int:
         return keygen(args.folder)
     project = project_of(args)
     store = cache.Cache.of(project)
+    if store.root.exists() and not store.root.is_dir():
+        raise BuildError("not a folder: the artifact cache cannot be there", file=store.root,
+                         hint="point MODELBUILD_CACHE (or cache-dir) at a folder, or move "
+                              "the file away")
     if args.action == "clear":
         count, size = store.clear()
         console.print(f"cache {store.root}: removed {count} entries ({format_size(size)})")

@@ -336,11 +336,12 @@ class Cache:
         """(path, size, last use) of every entry: a file named by its key (64 hex digits)
         in its shard (the key's first two) of a step's section, and nothing else: the cache
         may be a folder other files live in too (`MODELBUILD_CACHE=.`, ~/.cache), and
-        prune and clear remove only what this lists."""
+        prune and clear remove only what this lists. A section that is a link to a folder
+        (moved to a larger disk) is the cache's too: builds read and write through it."""
         found = []
         for section in SECTIONS:
             folder = self.root / section
-            if not folder.is_dir() or folder.is_symlink():
+            if not folder.is_dir():
                 continue
             for path in folder.glob("??/*"):
                 if _is_key(path.name) and path.parent.name == path.name[:2] \
