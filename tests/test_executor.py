@@ -164,6 +164,16 @@ def test_a_worker_killed_during_a_build_leaves_a_correct_build(tiny_copy, serve)
                                    cwd=tiny_copy.root, capture_output=True, text=True))
     assert again.returncode == 0, again.output
     assert sha256(tiny_copy.library("tiny")) == local_lib
+    # Dask replaced the dead worker: --status lists the workers there are (it kept listing
+    # the dead one, from the address file written at start)
+    deadline = time.monotonic() + 90
+    while True:
+        status = subprocess.run([sys.executable, "-m", "modelbuild", "serve", "--status"],
+                                cwd=tiny_copy.root, capture_output=True, text=True).stdout
+        if f"(pid {victim})" not in status and "2 worker(s)" in status:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(1)
 
 
 def test_workers_running_other_code_fail_the_build_naming_both(tiny_copy, serve, tmp_path):

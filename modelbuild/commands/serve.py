@@ -77,6 +77,24 @@ def _worker_identity() -> dict:
     return {"pid": os.getpid(), "runs": describe(identity("codegen", ()))}
 
 
+def _follow_workers(client, info: dict, path: Path) -> None:
+    """Keep the address file's workers those the scheduler has: one that died (killed, out
+    of memory) is replaced by Dask, and `serve --status` showed the dead one's pid. A new
+    worker says which code it runs (it loads modelbuild as it is on disk now)."""
+    try:
+        now = set(client.scheduler_info().get("workers", {}))
+        if now == set(info["workers"]):
+            return
+        known = {a: w for a, w in info["workers"].items() if a in now}
+        new = sorted(now - set(known))
+        if new:
+            known.update(client.run(_worker_identity, workers=new, on_error="ignore") or {})
+        info["workers"] = {a: w for a, w in known.items() if isinstance(w, dict)}
+        atomic.write_text(path, json.dumps(info, indent=1))
+    except Exception:  # noqa: BLE001 - a worker starting or stopping: the next second's look
+        return
+
+
 def _tls_files(project) -> tls.TlsFiles:
     """The project's executor certificates, else a fresh self-signed one for this serve."""
     files = tls.configured(project.root)
@@ -188,7 +206,7 @@ def run(args) -> int:
         try:  # the address file last: who waits for it finds everything said
             atomic.write_text(path, json.dumps(info, indent=1))
             while not stop.wait(1.0):
-                pass
+                _follow_workers(client, info, path)
         finally:
             path.unlink(missing_ok=True)
     console.print("serve stopped")
