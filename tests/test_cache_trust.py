@@ -185,6 +185,35 @@ def test_a_shared_local_cache_never_hands_a_verifying_project_what_it_cannot_ver
     assert again.doit("build:tiny", env={**os.environ, **local}).ran == {"link:tiny"}
 
 
+def test_a_ci_with_a_warm_local_cache_fills_a_store_signed_with_a_rotated_key(tiny_built, keys,
+                                                                              tmp_path):
+    """After a key rotation, CI (read-write, new key) restored every step from its warm
+    local cache and uploaded nothing: the store kept only entries signed with the old key,
+    and every reader rebuilt everything, warning once per entry."""
+    local = {"MODELBUILD_CACHE": str(tmp_path / "ci-local-cache")}
+    remote = _file_remote(tmp_path / "shared-cache")
+    ci = _with_public_key(_checkout(tiny_built, tmp_path / "ci"), keys)
+    first = ci.doit("build:tiny", env={**_signing_env(remote, keys), **local})
+    stored = len(remote.entries())
+    assert f"{stored} uploaded" in first.stdout
+
+    new_keys = tmp_path / "new-keys"
+    subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen", str(new_keys)],
+                   check=True, capture_output=True)
+    again = _with_public_key(_checkout(tiny_built, tmp_path / "ci-again"), new_keys)
+    run = again.doit("build:tiny", env={**_signing_env(remote, new_keys), **local})
+    assert run.ran == {"link:tiny"}, run.output  # every step from the warm local cache
+    assert f"{stored} uploaded" in run.stdout, run.output
+    reader = _with_public_key(_checkout(tiny_built, tmp_path / "reader"), new_keys)
+    read = reader.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert read.ran == {"link:tiny"} and "not signed" not in read.output, read.output
+    assert sha256(reader.library("tiny")) == sha256(tiny_built.library("tiny"))
+    # once the store holds them, a warm CI uploads nothing more (one header read each)
+    third = _with_public_key(_checkout(tiny_built, tmp_path / "ci-third"), new_keys)
+    assert "uploaded" not in third.doit("build:tiny", env={**_signing_env(remote, new_keys),
+                                                           **local}).stdout
+
+
 def test_read_write_without_the_private_key_uploads_nothing_and_says_so_once(tiny_built, keys,
                                                                             tmp_path):
     remote = _file_remote(tmp_path / "shared-cache")

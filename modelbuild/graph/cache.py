@@ -92,6 +92,23 @@ def unframe_signed(raw: bytes, kind: str, key: str) -> tuple[bytes, str | None] 
     return payload, (parts[4].decode(errors="replace") if len(parts) == 5 else None)
 
 
+def _header_vouches(head: bytes, kind: str, key: str, digest: str,
+                    public_key: bytes | None) -> bool:
+    """Whether an entry's first bytes (its header line) are those of an entry of this
+    format holding the payload of sha256 ``digest`` for ``kind``/``key``, signed where
+    ``public_key`` is set by its owner."""
+    parts = head.partition(b"\n")[0].split(b" ")
+    if not (len(parts) in (4, 5) and parts[0] == _MAGIC and parts[1] == digest.encode()
+            and parts[3] == _filed(kind, key)):
+        return False
+    if public_key is None:
+        return True
+    from ..core import signing
+
+    return len(parts) == 5 and signing.verify(public_key, kind, key, digest,
+                                              parts[4].decode(errors="replace"))
+
+
 def unframe(raw: bytes, kind: str, key: str) -> bytes | None:
     """The payload of an entry stored as ``kind``/``key``, None when the entry is damaged
     or filed under another kind or key."""
@@ -320,13 +337,34 @@ class Cache:
         """Store a payload built here; upload it too when the remote tier takes uploads
         (signed when the project has a signing key)."""
         self.put_local(kind, key, payload)
-        if self.remote is None or not self.remote.writes:
+        if self._uploads():
+            self._upload(kind, key, payload)
+
+    def used_local(self, kind: str, key: str, payload: bytes) -> None:
+        """A local entry was used: marked recently used; in read-write mode, uploaded too
+        when the remote lacks it, holds other bytes, or (with a public key) an entry its key
+        does not verify: a CI whose local cache is warm fills a store emptied, or signed with
+        a rotated key, as a cold one would (the header alone is read to tell)."""
+        self.touch(kind, key)
+        if not self._uploads():
             return
+        head = self.remote.head(kind, key)
+        if head is None or not _header_vouches(head, kind, key, bytes_digest(payload),
+                                               self.remote.public_key):
+            self._upload(kind, key, payload)
+
+    def _uploads(self) -> bool:
+        """Whether this build uploads (read-write, and signed where readers verify)."""
+        if self.remote is None or not self.remote.writes or self.remote.down:
+            return False
         refused = self.remote.upload_refusal()
         if refused is not None:
             self.say_once("no-upload", f"warning: remote cache {redact(self.remote.url)} is "
                           f"read-write but {refused}: nothing is uploaded")
-            return
+            return False
+        return True
+
+    def _upload(self, kind: str, key: str, payload: bytes) -> None:
         signature = self.remote.signature(kind, key, bytes_digest(payload))
         if self.remote.put(kind, key, frame(payload, kind, key, signature)):
             self.log("upload", kind, key, REMOTE)

@@ -132,7 +132,7 @@ class Step:
         self.artifact.unpack(payload)
         self._stamp(inputs)
         if source == LOCAL:
-            self.cache.touch(self.kind, key)
+            self.cache.used_local(self.kind, key, payload)
         else:
             self.cache.put_local(self.kind, key, payload, origin or UNSIGNED_DOWNLOAD)
         self.cache.log("hit", self.kind, key, source)

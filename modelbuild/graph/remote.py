@@ -48,6 +48,7 @@ DEFAULT_TIMEOUT = settings.BY_KEY["remote-cache-timeout"].default
 SIGNING_KEY_ENV = settings.BY_KEY["remote-cache-signing-key"].env
 PUBLIC_KEY_SETTING = "remote-cache-public-key"
 UNSIGNED, FORGED = "unsigned", "forged"  # why a downloaded entry is refused
+HEADER_BYTES = 1024  # an entry's header line: format, sha256, size, kind/key, signature
 
 
 def redact(url: str) -> str:
@@ -200,6 +201,21 @@ class RemoteStore:
 
         try:
             return self._call("a download", download)
+        except FileNotFoundError:
+            return None
+
+    def head(self, kind: str, key: str) -> bytes | None:
+        """The first bytes of the stored entry (its header line), None when absent or
+        unreachable."""
+        def first(fs):
+            path = self._path(kind, key)
+            if _local(fs):
+                with regular_file.opened(Path(path)) as f:
+                    return f.read(HEADER_BYTES)
+            return fs.cat_file(path, start=0, end=HEADER_BYTES)
+
+        try:
+            return self._call("a download", first)
         except FileNotFoundError:
             return None
 
