@@ -300,19 +300,20 @@ def test_a_store_that_trickles_bytes_cannot_keep_a_finished_build_alive(tiny_bui
     assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
 
 
-def test_doit_n_2_uploads_every_step_its_workers_built(tiny_built, tmp_path):
-    """Under `doit -n 2` each upload went to a thread pool made before doit forked its
-    workers: in a worker it had no thread, and the upload "took more than 10 s", every run."""
-    remote = _file_remote(tmp_path / "shared-cache")
+def test_doit_n_3_uploads_every_step_its_workers_built(tiny_built, tmp_path, remote):
+    """Under `doit -n N` each upload went to a thread pool made before doit forked its
+    workers: in a worker it had no thread, and the upload "took more than 10 s", every run;
+    then S3's connection, made before the fork, was "not fork-safe" in a worker."""
     project = _checkout(tiny_built, tmp_path / "a")
-    run = project.doit("-n", "2", "build:tiny", env=remote.build_env(), timeout=300)
+    run = project.doit("-n", "3", "build:tiny", env=remote.build_env(), timeout=300)
     assert "unavailable" not in run.output, run.output
     local = list((project.root / "build" / ".cache").glob("*/??/*"))
     assert len(remote.entries()) == len(local) and f"{len(local)} uploaded" in run.stdout, \
         run.output
 
 
-@pytest.mark.parametrize("url", ["file://localhost{folder}", "file:/{folder}"])
+@pytest.mark.parametrize("url", ["file://localhost{folder}", "file:/{folder}",
+                                 "local:/{folder}"])
 def test_a_file_url_names_a_folder_of_this_machine(tiny_built, tmp_path, url):
     """file://localhost/path wrote into ./localhost/path under the project, and said
     "uploaded"; file://path (two slashes) did the same with path's first folder."""
@@ -335,11 +336,69 @@ def test_secrets_in_settings_are_never_printed(tiny_built, tmp_path):
     error; a malformed URL was echoed with its password."""
     project = _checkout(tiny_built, tmp_path / "a")
     key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHsecretsecretsecret\n-----END PRIVATE KEY-----"
+    import base64
+
     for extra in ({"MODELBUILD_REMOTE_CACHE": f"file://{tmp_path}/s",
                    "MODELBUILD_REMOTE_CACHE_SIGNING_KEY": key},
+                  {"MODELBUILD_REMOTE_CACHE": f"file://{tmp_path}/s",  # as CI secrets often are
+                   "MODELBUILD_REMOTE_CACHE_SIGNING_KEY": base64.b64encode(
+                       key.encode()).decode() + "secretsecret"},
                   {"MODELBUILD_REMOTE_CACHE": "s3:/bob:TopSecret9@team/x"}):
         run = project.doit("build:tiny", env={**os.environ, **extra}, check=False)
         assert run.returncode != 0, run.output
         for secret in ("secretsecret", "TopSecret9", "BEGIN PRIVATE"):
             assert secret not in run.output, run.output
         assert "Traceback" not in run.output
+
+
+def test_a_password_with_a_slash_is_not_printed(tiny_built, tmp_path):
+    """AWS secret keys often hold a '/': the URL's user and password were printed whole."""
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+           "MODELBUILD_REMOTE_CACHE": "s3://AKIAEXAMPLE:wJalr/XUtnFEMI/K7MDENG@team/cache",
+           "MODELBUILD_REMOTE_CACHE_TIMEOUT": "2"}
+    project = _checkout(tiny_built, tmp_path / "a")
+    run = project.doit("build:tiny", env=env)
+    assert "warning: remote cache s3://***@team/cache unavailable" in run.output, run.output
+    assert "wJalr" not in run.output and "AKIAEXAMPLE" not in run.output
+
+
+def test_an_empty_object_is_one_damaged_entry_not_a_store_down(tiny_built, tmp_path,
+                                                               s3_endpoint):
+    """An empty S3 object: the bounded download's range request got 416, which took the
+    whole store for down (in read-write mode for good: the entry was never replaced)."""
+    import boto3
+
+    _, endpoint = s3_endpoint
+    remote = _s3_remote(endpoint, f"empty-{os.getpid()}")
+    _checkout(tiny_built, tmp_path / "ci").doit("build:tiny", env=remote.build_env())
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    bucket = remote.url.split("/")[2]
+    emptied = next(k for k in remote.entries() if k.startswith("object/"))
+    kind, key = emptied.split("/")
+    client.put_object(Bucket=bucket, Key=f"cache/{kind}/{key[:2]}/{key}", Body=b"")
+    reader = _checkout(tiny_built, tmp_path / "reader")
+    run = reader.doit("build:tiny", env=remote.build_env())
+    assert "unavailable" not in run.output, run.output
+    assert len(run.ran_kind("codegen")) == 1 and "1 uploaded" in run.stdout, run.output
+    assert remote.entries()[emptied]  # replaced by this read-write build
+    assert sha256(reader.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+def test_a_folder_at_an_entry_s_place_is_not_counted_as_uploaded(tiny_built, tmp_path):
+    """fs.mv moved the entry into the folder, and the upload was counted."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    first = _checkout(tiny_built, tmp_path / "a")
+    first.doit("build:tiny", env=remote.build_env())
+    entry = sorted((tmp_path / "shared-cache" / "object").glob("??/*"))[0]
+    entry.unlink()
+    entry.mkdir()
+    second = _checkout(tiny_built, tmp_path / "b")
+    run = second.doit("build:tiny", env=remote.build_env())
+    assert "1 uploaded" not in run.stdout and "unavailable" not in run.output, run.output
+    assert entry.is_dir() and not list(entry.iterdir())

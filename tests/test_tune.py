@@ -204,3 +204,18 @@ def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tm
     # the first tune's database reads: it resumes
     again = cli(project, "tune", "rep", "--local", "--total-trials", "8", "--resume", "--json")
     assert json.loads(again.stdout)["tuning"]["resumed_from"] == 8
+
+
+def test_import_leaves_the_user_s_record_active_when_it_cannot_keep_it(tuned, tmp_path):
+    """With schedules/<model>/variants/ not a folder, keeping the user's record failed with
+    an internal error (after a whole tune, for tune's own import)."""
+    source, _, _ = tuned
+    project = make_project_copy(source, tmp_path / "copy")
+    mine = project.record("rep", REPEATED)
+    hand = json.loads(mine.read_text())
+    hand["source"] = "hand"
+    mine.write_text(json.dumps(hand))
+    (project.root / "schedules" / "rep" / "variants").write_text("not a folder")
+    report = json.loads(cli(project, "import", "rep", str(project.root / "db"), "--json").stdout)
+    assert report["not_kept"] == [REPEATED], report
+    assert json.loads(mine.read_text()) == hand

@@ -334,6 +334,8 @@ def print_import(report, work_dir, as_json: bool = False, extra: dict | None = N
                          ("left out: scheduled by a Python file", report.python),
                          ("the active record it replaced, kept as a variant",
                           [f"{n} (variant {k})" for n, k in report.kept.items()]),
+                         ("left out: the active record is yours, and schedules/<model>/"
+                          "variants/ cannot take it", report.not_kept),
                          ("unmatched: not in the model", report.unmatched)):
         table.add_row(label, str(len(names)), escape(", ".join(names)))
     console.print(table)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import unquote
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -44,8 +45,13 @@ def _text(value) -> str:
 
 
 def without_credentials(text: str) -> str:
-    """``text`` (a URL, well-formed or not) with any ``user[:password]@`` shown as ``***@``."""
-    return re.sub(r"[^/@\s]+@", "***@", text)
+    """``text`` (a URL, well-formed or not) with whatever comes before its last ``@`` after
+    the scheme shown as ``***`` (a password may hold a ``/``, as AWS secret keys do)."""
+    if "@" not in text:
+        return text
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/*", text)
+    start = scheme.end() if scheme else 0
+    return text[:start] + "***@" + text.rpartition("@")[2]
 
 
 def _url(value) -> str:
@@ -61,19 +67,19 @@ def _url(value) -> str:
     if scheme.lower() == "memory":
         raise ValueError("must be a store that outlives one process: memory:// keeps nothing "
                          "after the build")
-    if scheme.lower() == "file":
+    if scheme.lower() in ("file", "local"):
         host, slash, path = rest.partition("/")
-        if host.lower() not in ("", "localhost") or not path:
+        if host.lower() not in ("", "localhost") or not path or "?" in path or "#" in path:
             raise ValueError(f"must be file:///path/to/folder (a folder of this machine), "
                              f"not {shown!r}")
-        return f"file:///{path}"
+        return f"file:///{unquote(path)}"
     return text
 
 
 def _key_file(value) -> str:
     """The path of a private key's file: never the key itself (a CI secret handed over as
     the variable's value), which an error would otherwise print."""
-    if isinstance(value, str) and ("\n" in value or "-----BEGIN" in value):
+    if isinstance(value, str) and ("\n" in value or value.lstrip().startswith("-----BEGIN")):
         raise ValueError("must be the path of the key's file; it holds a key itself (not "
                          "shown): write it to a file and give that file's path")
     return _text(value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import regular_file
 from .errors import BuildError
 
 PRIVATE_NAME, PUBLIC_NAME = "remote-cache.key", "remote-cache.pub"
@@ -46,22 +47,25 @@ def _load_pem(path: Path, setting: str, private: bool):
     serialization, ed25519 = _serialization()
     what, name = ("signing key", PRIVATE_NAME) if private else ("public key", PUBLIC_NAME)
     hint = f"{setting} names the {name} that `python -m modelbuild cache keygen` wrote"
-    try:
-        with open(path, "rb") as f:  # not read whole: /dev/zero never ends (a pipe is fine)
-            data = f.read(_PEM_MAX + 1)
-        if len(data) > _PEM_MAX:
-            raise BuildError(f"not a {what}: over {_PEM_MAX} bytes", file=path, hint=hint)
+    # the signing key's setting may hold a CI secret itself (base64, say) where a file's
+    # path belongs: never printed
+    shown = None if private else path
+    try:  # a regular file, not read whole: /dev/zero never ends, a pipe never answers
+        data = regular_file.read_limited(path, _PEM_MAX)
         key = (serialization.load_pem_private_key(data, password=None) if private
                else serialization.load_pem_public_key(data))
+    except regular_file.TooLarge:
+        raise BuildError(f"not a {what}: over {_PEM_MAX} bytes", file=shown, hint=hint) from None
     except OSError as err:
-        raise BuildError(f"cannot read the {what}: {err.strerror or err}", file=path,
-                         hint=hint) from None
+        raise BuildError(f"cannot read the {what}" + (f" (in the file {setting} names; not "
+                                                      "shown)" if private else "")
+                         + f": {err.strerror or err}", file=shown, hint=hint) from None
     except (ValueError, TypeError):
         key = None
     kind = ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey
     if not isinstance(key, kind):
         raise BuildError("not an unencrypted Ed25519 private key (PEM)" if private
-                         else "not an Ed25519 public key (PEM)", file=path, hint=hint)
+                         else "not an Ed25519 public key (PEM)", file=shown, hint=hint)
     return key
 
 

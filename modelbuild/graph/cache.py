@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ..core import atomic, regular_file, settings
 from ..core.digest import bytes_digest
+from ..core.errors import BuildError
 from ..core.digits import is_decimal
 from ..core.layout import Project
 from . import kinds
@@ -60,6 +61,7 @@ _MAGIC = b"modelbuild-cache/3"
 # here did not say it came from a remote, and a signed project took it for its own build).
 _OLD_MAGICS = (b"modelbuild-cache/1", b"modelbuild-cache/2")
 UNSIGNED_DOWNLOAD = "-"  # the origin a local copy of an unsigned remote entry records
+UNVERIFIABLE = b""  # the trusted key when the one configured cannot be read: none verifies
 EVENTS = ("hit", "miss", "corrupt", "upload")
 LOCAL, REMOTE = "local", "remote"
 
@@ -190,8 +192,15 @@ class Cache:
         from .remote import configured, public_key
 
         config = config or settings.resolve(project.root)
-        return cls(location(project, config), events_file(project), configured(project, config),
-                   public_key(config))
+        remote = configured(project, config)
+        if remote is not None:
+            trusted = remote.public_key
+        else:  # no remote now: its key only judges what an earlier one sent (kept here)
+            try:
+                trusted = public_key(config)
+            except BuildError:  # unreadable: no download kept here is verified, or used
+                trusted = UNVERIFIABLE
+        return cls(location(project, config), events_file(project), remote, trusted)
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key

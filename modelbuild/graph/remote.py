@@ -37,7 +37,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ..core import regular_file, settings, signing
 from ..core.errors import BuildError
@@ -53,13 +53,7 @@ HEADER_BYTES = 1024  # an entry's header line: format, sha256, size, kind/key, s
 
 def redact(url: str) -> str:
     """``url`` without a password or user name in it (safe to print)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+    return settings.without_credentials(url)
 
 
 class RemoteStore:
@@ -76,6 +70,7 @@ class RemoteStore:
         self._fs = None
         self._root = ""
         self._down: str | None = None   # why the store is not used any more
+        self._pid = os.getpid()         # the process self._fs was made in
         self.public_key = public_key    # raw Ed25519 key: only entries it verifies are used
         self.signing_key = signing_key  # raw Ed25519 private key: uploads are signed with it
 
@@ -126,7 +121,10 @@ class RemoteStore:
         return None
 
     def _filesystem(self):
-        if self._fs is None:
+        if self._fs is None or self._pid != os.getpid():
+            # a connection made before doit forked its workers is not the child's to use
+            # (s3fs: "This class is not fork-safe"): each process makes its own
+            self._pid = os.getpid()
             try:
                 import fsspec
             except ImportError:
@@ -138,7 +136,8 @@ class RemoteStore:
                 options["config_kwargs"] = {"connect_timeout": self.timeout,
                                             "read_timeout": self.timeout,
                                             "retries": {"max_attempts": 1}}
-            self._fs, self._root = fsspec.core.url_to_fs(self.url, **options)
+            self._fs, self._root = fsspec.core.url_to_fs(self.url, skip_instance_cache=True,
+                                                         **options)
         return self._fs
 
     def _path(self, kind: str, key: str) -> str:
@@ -194,7 +193,7 @@ class RemoteStore:
             path = self._path(kind, key)
             if _local(fs):
                 return regular_file.read_limited(Path(path), limit)
-            data = fs.cat_file(path, start=0, end=limit + 1)
+            data = _first_bytes(fs, path, limit + 1)
             if len(data) > limit:
                 raise regular_file.TooLarge(f"an entry of over {limit} bytes")
             return data
@@ -212,7 +211,7 @@ class RemoteStore:
             if _local(fs):
                 with regular_file.opened(Path(path)) as f:
                     return f.read(HEADER_BYTES)
-            return fs.cat_file(path, start=0, end=HEADER_BYTES)
+            return _first_bytes(fs, path, HEADER_BYTES)
 
         try:
             return self._call("a download", first)
@@ -231,7 +230,11 @@ class RemoteStore:
                 fs.makedirs(os.path.dirname(path), exist_ok=True)
                 tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
                 fs.pipe_file(tmp, entry)
-                fs.mv(tmp, path)
+                try:  # not fs.mv: onto a folder there, it moved the entry into that folder
+                    os.replace(tmp, path)
+                except IsADirectoryError:
+                    os.unlink(tmp)
+                    return False  # one entry's place taken: the others still go up
             else:
                 fs.pipe_file(path, entry)  # an object store replaces objects whole
             return True
@@ -240,6 +243,19 @@ class RemoteStore:
             return bool(self._call("an upload", upload))
         except FileNotFoundError:
             return False
+
+
+def _first_bytes(fs, path: str, count: int) -> bytes:
+    """At most ``count`` bytes from the start of an object (one ranged request). An empty
+    object is b"" (S3 answers a range of one with 416, which read as the store failing)."""
+    try:
+        return fs.cat_file(path, start=0, end=count)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        if fs.size(path) == 0:
+            return b""
+        raise
 
 
 def _local(fs) -> bool:

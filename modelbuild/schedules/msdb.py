@@ -36,6 +36,8 @@ class ImportReport:
     python: list[str] = field(default_factory=list)      # scheduled by a Python file: left alone
     # the active record a written one replaced, the user's own: workload -> its variant number
     kept: dict[str, int] = field(default_factory=dict)
+    # the user's own active record could not be kept as a variant: left active, not replaced
+    not_kept: list[str] = field(default_factory=list)
     # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
     timings: dict[str, dict] = field(default_factory=dict)
 
@@ -46,7 +48,8 @@ class ImportReport:
     def to_json(self) -> dict:
         return {"written": self.written, "unchanged": self.unchanged, "skipped": self.skipped,
                 "not_faster": self.not_faster, "wrong": self.wrong, "unmatched": self.unmatched,
-                "python": self.python, "kept": self.kept, "matched": self.matched,
+                "python": self.python, "kept": self.kept, "not_kept": self.not_kept,
+                "matched": self.matched,
                 "timings": self.timings}
 
 
@@ -249,7 +252,11 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if path.is_file() and path.read_text() == text:
             report.unchanged.append(name)
         else:
-            kept = variants.keep_active(layout, name)  # the user's own record: not lost
+            try:
+                kept = variants.keep_active(layout, name)  # the user's own record: not lost
+            except OSError:  # the variants folder cannot be written: the record stays active
+                report.not_kept.append(name)
+                continue
             if kept is not None:
                 report.kept[name] = kept
             atomic.write_text(path, text)
