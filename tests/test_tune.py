@@ -139,14 +139,7 @@ def test_import_keeps_the_user_s_record_and_leaves_a_python_schedule_alone(tuned
     """import (and tune, which imports) replaced a hand-edited active record without keeping
     it anywhere, and wrote a JSON record beside a workload's Python schedule: the next build
     failed on two records for one workload."""
-    import shutil
-
-    source, _, _ = tuned
-    project = make_project_copy(source, tmp_path / "copy")
-    mine = project.record("rep", REPEATED)
-    hand = json.loads(mine.read_text())
-    hand["source"] = "hand"
-    mine.write_text(json.dumps(hand))
+    project, mine, hand = _hand_edited_copy(tuned, tmp_path)
     project.record("rep", ONCE).unlink(missing_ok=True)
     project.record("rep", ONCE).with_suffix(".py").write_text("def schedule(sch):\n    pass\n")
 
@@ -157,16 +150,28 @@ def test_import_keeps_the_user_s_record_and_leaves_a_python_schedule_alone(tuned
     assert json.loads(mine.read_text())["source"] == "tuned"
     assert not project.record("rep", ONCE).exists()
     project.doit("build:rep")
-    shutil.rmtree(project.root)
 
 
 def make_project_copy(project, dest):
+    """The tuned project's sources and database (no build/), to change without touching the
+    module's fixture."""
     import shutil
 
     from conftest import Project
 
     shutil.copytree(project.root, dest, ignore=shutil.ignore_patterns("build"))
     return Project(dest)
+
+
+def _hand_edited_copy(tuned, tmp_path):
+    """(a copy of the tuned project, the active record of REPEATED there, its content): the
+    record edited by hand, so no variant is a copy of it."""
+    project = make_project_copy(tuned[0], tmp_path / "copy")
+    mine = project.record("rep", REPEATED)
+    hand = json.loads(mine.read_text())
+    hand["source"] = "hand"
+    mine.write_text(json.dumps(hand))
+    return project, mine, hand
 
 
 def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tmp_path):
@@ -209,12 +214,7 @@ def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tm
 def test_import_leaves_the_user_s_record_active_when_it_cannot_keep_it(tuned, tmp_path):
     """With schedules/<model>/variants/ not a folder, keeping the user's record failed with
     an internal error (after a whole tune, for tune's own import)."""
-    source, _, _ = tuned
-    project = make_project_copy(source, tmp_path / "copy")
-    mine = project.record("rep", REPEATED)
-    hand = json.loads(mine.read_text())
-    hand["source"] = "hand"
-    mine.write_text(json.dumps(hand))
+    project, mine, hand = _hand_edited_copy(tuned, tmp_path)
     (project.root / "schedules" / "rep" / "variants").write_text("not a folder")
     report = json.loads(cli(project, "import", "rep", str(project.root / "db"), "--json").stdout)
     assert report["not_kept"] == [REPEATED], report

@@ -233,22 +233,22 @@ def run(args) -> int:
     ws = resolve_model(args)
     project, choice, spec = ws.project, ws.choice, ws.spec
     tuning_target(spec)  # a target MetaSchedule cannot tune for, said before any work
-    if args.work_dir:  # before the partition: a file's path or an unwritable one, said now
-        msdb.make_out_dir(Path(args.work_dir))
+    # before the partition: a file's path or an unwritable one, another tune of the database
+    # or a sweep of the model, said now
+    work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
+    msdb.make_out_dir(work_dir)
+    # TVM's database writer leaves a truncated line, unsaid, when the disk fills up
+    free_space.require(work_dir, 0, "the tuning database")
+    _hold_database(work_dir)
+    build_lock.refuse_during_sweep(project, args.model, "tune")
     out = errors if args.json else console  # with --json, stdout holds the JSON alone
     place = place or _place(args, ws)
     part = ws.partitioned()
     funcs = part.functions()
     calls = {w.name: w.calls for w in part.manifest.workloads}
     chosen = _chosen(args, ws, funcs, calls, out)
-    work_dir = Path(args.work_dir) if args.work_dir else project.build_dir / args.model / "tuning"
     budget = _budget(args, work_dir, chosen)
     total, _, already = budget
-    # TVM's database writer leaves a truncated line, unsaid, when the disk fills up
-    msdb.make_out_dir(work_dir)
-    free_space.require(work_dir, 0, "the tuning database")
-    _hold_database(work_dir)
-    build_lock.refuse_during_sweep(project, args.model, "tune")
     skipped = len(funcs) - len(chosen)
     out.print(f"tuning {len(chosen)} workload(s) of {args.model} for {choice}"
               + (f" (the {skipped} others, element-wise, unused or under 1% of the time, keep "

@@ -81,17 +81,25 @@ def _filed(kind: str, key: str) -> bytes:
     return f"{kind}/{key}".encode()
 
 
+def _header(line: bytes, kind: str, key: str) -> tuple[str, bytes, str | None] | None:
+    """(payload sha256, payload size as written, signature or None) of a header line of
+    this format filed as ``kind``/``key``; None for any other line."""
+    parts = line.split(b" ")
+    if len(parts) not in (4, 5) or parts[0] != _MAGIC or parts[3] != _filed(kind, key):
+        return None
+    return (parts[1].decode(errors="replace"), parts[2],
+            parts[4].decode(errors="replace") if len(parts) == 5 else None)
+
+
 def unframe_signed(raw: bytes, kind: str, key: str) -> tuple[bytes, str | None] | None:
     """(payload, signature or None) of an entry stored as ``kind``/``key``, None when the
     entry is damaged or filed under another kind or key."""
-    header, _, payload = raw.partition(b"\n")
-    parts = header.split(b" ")
-    intact = (len(parts) in (4, 5) and parts[0] == _MAGIC
-              and parts[2] == str(len(payload)).encode() and parts[3] == _filed(kind, key)
-              and parts[1].decode(errors="replace") == bytes_digest(payload))
-    if not intact:
+    line, _, payload = raw.partition(b"\n")
+    header = _header(line, kind, key)
+    if header is None or header[1] != str(len(payload)).encode() \
+            or header[0] != bytes_digest(payload):
         return None
-    return payload, (parts[4].decode(errors="replace") if len(parts) == 5 else None)
+    return payload, header[2]
 
 
 def _header_vouches(head: bytes, kind: str, key: str, digest: str,
@@ -99,16 +107,14 @@ def _header_vouches(head: bytes, kind: str, key: str, digest: str,
     """Whether an entry's first bytes (its header line) are those of an entry of this
     format holding the payload of sha256 ``digest`` for ``kind``/``key``, signed where
     ``public_key`` is set by its owner."""
-    parts = head.partition(b"\n")[0].split(b" ")
-    if not (len(parts) in (4, 5) and parts[0] == _MAGIC and parts[1] == digest.encode()
-            and parts[3] == _filed(kind, key)):
+    header = _header(head.partition(b"\n")[0], kind, key)
+    if header is None or header[0] != digest:
         return False
     if public_key is None:
         return True
     from ..core import signing
 
-    return len(parts) == 5 and signing.verify(public_key, kind, key, digest,
-                                              parts[4].decode(errors="replace"))
+    return header[2] is not None and signing.verify(public_key, kind, key, digest, header[2])
 
 
 def unframe(raw: bytes, kind: str, key: str) -> bytes | None:

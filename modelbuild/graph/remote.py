@@ -190,10 +190,7 @@ class RemoteStore:
         limit = entry_limit()
 
         def download(fs):
-            path = self._path(kind, key)
-            if _local(fs):
-                return regular_file.read_limited(Path(path), limit)
-            data = _first_bytes(fs, path, limit + 1)
+            data = _first_bytes(fs, self._path(kind, key), limit + 1)
             if len(data) > limit:
                 raise regular_file.TooLarge(f"an entry of over {limit} bytes")
             return data
@@ -206,15 +203,9 @@ class RemoteStore:
     def head(self, kind: str, key: str) -> bytes | None:
         """The first bytes of the stored entry (its header line), None when absent or
         unreachable."""
-        def first(fs):
-            path = self._path(kind, key)
-            if _local(fs):
-                with regular_file.opened(Path(path)) as f:
-                    return f.read(HEADER_BYTES)
-            return _first_bytes(fs, path, HEADER_BYTES)
-
         try:
-            return self._call("a download", first)
+            return self._call("a download",
+                              lambda fs: _first_bytes(fs, self._path(kind, key), HEADER_BYTES))
         except FileNotFoundError:
             return None
 
@@ -246,8 +237,13 @@ class RemoteStore:
 
 
 def _first_bytes(fs, path: str, count: int) -> bytes:
-    """At most ``count`` bytes from the start of an object (one ranged request). An empty
-    object is b"" (S3 answers a range of one with 416, which read as the store failing)."""
+    """At most ``count`` bytes from the start of an entry: in a shared folder, of a regular
+    file only (a pipe would never answer: NotRegular, a miss); elsewhere one ranged request,
+    an empty object b"" (S3 answers a range of one with 416, which read as the store
+    failing)."""
+    if _local(fs):
+        with regular_file.opened(Path(path)) as f:
+            return f.read(count)
     try:
         return fs.cat_file(path, start=0, end=count)
     except FileNotFoundError:

@@ -49,8 +49,7 @@ class ImportReport:
         return {"written": self.written, "unchanged": self.unchanged, "skipped": self.skipped,
                 "not_faster": self.not_faster, "wrong": self.wrong, "unmatched": self.unmatched,
                 "python": self.python, "kept": self.kept, "not_kept": self.not_kept,
-                "matched": self.matched,
-                "timings": self.timings}
+                "matched": self.matched, "timings": self.timings}
 
 
 def validate_files(work_dir: Path) -> None:

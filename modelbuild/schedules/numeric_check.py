@@ -76,8 +76,8 @@ def _run(func, name: str, sets: list[list]) -> list[list]:
 
 class Reference:
     """The workload ``func`` run once as the build schedules it without a record (``_fast``),
-    on random inputs: what each scheduled
-    version of it is compared with (``difference``, ``agrees``)."""
+    on random inputs (``_buffers``): what each scheduled version of it is compared with
+    (``difference``, ``agrees``)."""
 
     def __init__(self, func, name: str, target_spec, seed: int = 0):
         self.name = name
