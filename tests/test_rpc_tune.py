@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import cli, tiny_conv_workload
@@ -24,12 +26,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _bound_port(log: Path, proc: subprocess.Popen) -> int:
+    """The port a TVM tracker or server logged that it bound to."""
+    deadline = time.monotonic() + 120
+    while not (bound := re.search(r"bind to 127\.0\.0\.1:(\d+)", log.read_text())):
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the RPC tracker did not start: " + log.read_text()
+        time.sleep(0.2)
+    return int(bound.group(1))
+
+
 @pytest.fixture(scope="module")
 def tracker(tmp_path_factory):
     """(port, server log files): a tracker and two servers under KEY, each in its own process
     group (a server's worker child would outlive a signal to its parent alone)."""
     logs = tmp_path_factory.mktemp("rpc")
-    port = _free_port()
     procs = []
 
     def spawn(args, log):
@@ -38,12 +49,14 @@ def tracker(tmp_path_factory):
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True))
 
-    spawn(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
-           "--port-end", str(port + 1)], "tracker.log")
+    # each takes the first free port of a range below the ephemeral ports, and the tracker
+    # says which it took: a port chosen here first could be gone before it binds it
+    spawn(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", "9190",
+           "--port-end", "9990"], "tracker.log")
+    port = _bound_port(logs / "tracker.log", procs[0])
     for i in range(2):
-        sport = _free_port()
         spawn(["tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", KEY,
-               "--host", "127.0.0.1", "--port", str(sport), "--port-end", str(sport + 1)],
+               "--host", "127.0.0.1", "--port", "10000", "--port-end", "10800"],
               f"server{i}.log")
     try:
         deadline = time.monotonic() + 120

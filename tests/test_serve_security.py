@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -148,9 +149,16 @@ def test_a_tls_executor_without_certificates_is_one_clear_line(tiny_copy, tmp_pa
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the ephemeral range: a port the kernel handed out could be
+    taken by any outgoing connection before the process it is meant for binds it."""
+    for port in random.sample(range(20000, 30000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000-30000")
 
 
 def test_serve_opens_no_dashboard_unless_asked(tiny_project, serve):
@@ -197,6 +205,19 @@ def _until_a_worker(address: str, security) -> dict:
         return client.scheduler_info()
 
 
+def _scheduler_address(file: Path, proc: subprocess.Popen, log: Path) -> str:
+    """The address a `dask scheduler --scheduler-file FILE` listens on, once it does."""
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            return json.loads(file.read_text())["address"]
+        except (OSError, ValueError, KeyError):
+            pass
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the scheduler did not start: " + log.read_text()
+        time.sleep(0.2)
+
+
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_copy):
     from modelbuild.graph.tls import TlsFiles
@@ -204,25 +225,31 @@ def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_co
     certs = tiny_copy.root / "certs"
     certs.mkdir()
     subprocess.run(["sh", "-ec", CERTIFICATES], cwd=certs, check=True, capture_output=True)
-    port = _free_port()
-    address = f"tls://127.0.0.1:{port}"
     tls = ["--tls-ca-file", "ca.pem", "--tls-cert", "cluster.pem", "--tls-key", "cluster-key.pem"]
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"}
     dask = str(Path(sys.executable).with_name("dask"))
+    # the scheduler picks its own port and says which in its file: a port chosen here first
+    # could be taken, before the scheduler binds it, by any client's outgoing connection
     procs = [subprocess.Popen(
-        [dask, "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port",
-         str(port), "--dashboard-address", "127.0.0.1:0", "--preload", "modelbuild.graph.no_http",
-         *tls], cwd=certs, env=env, start_new_session=True,
+        [dask, "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", "0",
+         "--scheduler-file", "scheduler.json", "--dashboard-address", "127.0.0.1:0",
+         "--preload", "modelbuild.graph.no_http", *tls], cwd=certs, env=env,
+        start_new_session=True,
         stdout=open(certs / "scheduler.log", "wb"), stderr=subprocess.STDOUT)]  # noqa: SIM115
     try:
+        address = _scheduler_address(certs / "scheduler.json", procs[0], certs / "scheduler.log")
         procs.append(subprocess.Popen(
-            [dask, "worker", address, "--nthreads", "1", "--no-nanny", "--host",
-             "127.0.0.1", "--preload", "modelbuild.graph.warm_worker",
+            [dask, "worker", "--scheduler-file", "scheduler.json", "--nthreads", "1",
+             "--no-nanny", "--host", "127.0.0.1", "--preload", "modelbuild.graph.warm_worker",
              "--preload", "modelbuild.graph.no_http", *tls],
             cwd=certs, env=env, start_new_session=True,
             stdout=open(certs / "worker.log", "wb"), stderr=subprocess.STDOUT))  # noqa: SIM115
         mine = TlsFiles(str(certs / "ca.pem"), str(certs / "me.pem"), str(certs / "me-key.pem"))
-        info = _until_a_worker(address, mine.security())
+        try:
+            info = _until_a_worker(address, mine.security())
+        except (OSError, TimeoutError) as exc:
+            pytest.fail(f"{exc}\nscheduler: {(certs / 'scheduler.log').read_text()}\n"
+                        f"worker: {(certs / 'worker.log').read_text()}")
         # the no_http preload closed the HTTP servers of the scheduler and the worker
         assert info["services"] == {}
         assert [w["services"] for w in info["workers"].values()] == [{}]
