@@ -3,6 +3,9 @@ workload weighted by its calls per run, guided by the XGBoost cost model), and k
 tuned record only when it beats the default schedule, measured side by side."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from conftest import assert_close, cli, make_project, model_inputs, onnx_output, run_library
@@ -89,6 +92,48 @@ def test_keep_if_faster_leaves_out_a_slower_record_and_keeps_a_faster_one(tmp_pa
     slow, fast = report["timings"][REPEATED], report["timings"][ONCE]
     assert slow["record_ms"] > slow["default_ms"] and fast["record_ms"] < fast["default_ms"]
     assert not fresh.record("rep", REPEATED).exists() and fresh.record("rep", ONCE).exists()
+
+
+PARALLEL_ONLY = '''
+def schedule(sch):
+    block = sch.get_sblock("conv2d_nchw")
+    n, f, y, x, rc, ry, rx = sch.get_loops(block)
+    sch.parallel(sch.fuse(n, f, y))
+'''
+
+
+def test_keep_if_faster_holds_a_record_to_the_active_one_not_only_to_the_default(tmp_path):
+    """A tuned record faster than the default schedule but slower than the workload's active
+    record replaced it: a tune made the model slower. It is now held to the active record."""
+    dbs = {}
+    for label, schedule in (("fast", VECTORIZED), ("mid", PARALLEL_ONLY)):
+        source = make_project(tmp_path / label, {"rep": repeated_conv_model(once_kernel=3)})
+        folder = source.root / "schedules" / "rep"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{ONCE}.py").write_text(schedule)
+        dbs[label] = tmp_path / f"db-{label}"
+        cli(source, "export", "rep", str(dbs[label]))
+
+    fresh = make_project(tmp_path / "fresh", {"rep": repeated_conv_model(once_kernel=3)})
+    first = json.loads(cli(fresh, "import", "rep", str(dbs["fast"]), "--keep-if-faster",
+                           "--json").stdout)
+    assert first["written"] == [ONCE] and "active_ms" not in first["timings"][ONCE]
+    active = fresh.record("rep", ONCE).read_bytes()
+
+    second = cli(fresh, "import", "rep", str(dbs["mid"]), "--keep-if-faster", "--json")
+    report = json.loads(second.stdout)
+    timing = report["timings"][ONCE]
+    # the mid record beats the default (serial loops) but not the vectorized active record
+    assert timing["record_ms"] < timing["default_ms"], timing
+    assert timing["active_ms"] < timing["record_ms"], timing
+    assert report["not_faster"] == [ONCE] and report["written"] == [], report
+    assert fresh.record("rep", ONCE).read_bytes() == active
+
+    table = subprocess.run(  # wide enough that the table does not wrap its cells
+        [sys.executable, "-m", "modelbuild", "import", "rep", str(dbs["mid"]), "--keep-if-faster"],
+        cwd=fresh.root, capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})
+    assert "faster than what builds now" in table.stdout, table.stdout + table.stderr
+    assert "against the active record's" in table.stdout, table.stdout
 
 
 def test_resume_for_other_workloads_counts_only_their_trials(tmp_path):

@@ -23,8 +23,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
                                     "database_tuning_record.json")
     p.add_argument("--source", default="tuned", help="what to call these records (tuned/hand/...)")
     p.add_argument("--keep-if-faster", action="store_true",
-                   help="time each record against the default schedule here; keep only those "
-                        f"more than {KEEP_MARGIN * 100:.0f}%% faster")
+                   help="time each record here against what the build runs now (the "
+                        "workload's active record, else the default schedule); keep only "
+                        f"those more than {KEEP_MARGIN * 100:.0f}%% faster")
     options.json_output(p)
     options.target(p)
 

@@ -31,14 +31,17 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)   # same record already there
     skipped: list[str] = field(default_factory=list)     # model workload with no valid record
     unmatched: list[str] = field(default_factory=list)   # database workloads the model lacks
-    not_faster: list[str] = field(default_factory=list)  # not faster than the default by timing.KEEP_MARGIN
+    # not faster by timing.KEEP_MARGIN than what the build runs now (the workload's active
+    # record, else the default schedule)
+    not_faster: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)       # TVM's code for it computes other numbers
     python: list[str] = field(default_factory=list)      # scheduled by a Python file: left alone
     # the active record a written one replaced, the user's own: workload -> its variant number
     kept: dict[str, int] = field(default_factory=dict)
     # the user's own active record could not be kept as a variant: left active, not replaced
     not_kept: list[str] = field(default_factory=list)
-    # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here
+    # keep-if-faster: workload -> {"default_ms", "record_ms"}, timed side by side here, and
+    # with an active record the new one would replace, "active_ms" (what it was held to)
     timings: dict[str, dict] = field(default_factory=dict)
 
     @property
@@ -198,9 +201,10 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
                     variant_funcs: dict | None = None, validated: bool = False) -> ImportReport:
     """Write one record file per model workload the database has a valid record for.
 
-    With ``keep_if_faster`` (a target), each record is first timed against the
-    default schedule on this machine and left out unless it is faster by
-    ``timing.KEEP_MARGIN``. ``variant_funcs``:
+    With ``keep_if_faster`` (a target), each record is first timed on this machine
+    against what the build runs now, the workload's active record (a trace, or a compute
+    with its schedule) or else the default schedule, and left out unless it is faster by
+    ``timing.KEEP_MARGIN``: a tune never makes a workload slower. ``variant_funcs``:
     (workload, compute) -> the TIR of another compute; a database record of that TIR is
     imported as a record naming the compute when it is the workload's fastest.
     ``validated``: the caller already ran ``validate_files`` on ``work_dir``.
@@ -236,30 +240,25 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if not _computes_the_workload(func, name, record, keep_if_faster):
             report.wrong.append(name)
             continue
-        if keep_if_faster is not None:
-            from .timing import faster_enough, record_speedup
-
-            default, scheduled = record_speedup(func, name, record, keep_if_faster)
-            report.timings[name] = {"default_ms": round(default * 1e3, 6),
-                                    "record_ms": round(scheduled * 1e3, 6)}
-            if not faster_enough(default, scheduled):
-                report.not_faster.append(name)
-                continue
         path = layout.record(name)
         text = (records.format_record(record) if compute is None
                 else compute_record.to_json(name, compute, record))
         if path.is_file() and path.read_text() == text:
             report.unchanged.append(name)
-        else:
-            try:
-                kept = variants.keep_active(layout, name)  # the user's own record: not lost
-            except OSError:  # the variants folder cannot be written: the record stays active
-                report.not_kept.append(name)
-                continue
-            if kept is not None:
-                report.kept[name] = kept
-            atomic.write_text(path, text)
-            report.written.append(name)
+            continue
+        if keep_if_faster is not None and not _faster_than_now(
+                report, layout, name, direct, func, record, keep_if_faster, variant_funcs):
+            report.not_faster.append(name)
+            continue
+        try:
+            kept = variants.keep_active(layout, name)  # the user's own record: not lost
+        except OSError:  # the variants folder cannot be written: the record stays active
+            report.not_kept.append(name)
+            continue
+        if kept is not None:
+            report.kept[name] = kept
+        atomic.write_text(path, text)
+        report.written.append(name)
     seen = []  # the database's workload objects, each hashed once
     for tuning_record in db.get_all_tuning_records():
         workload = tuning_record.workload
@@ -269,6 +268,26 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if tvm_ffi.structural_hash(workload.mod) not in matched:
             report.unmatched.append(_workload_label(workload.mod))
     return report
+
+
+def _faster_than_now(report: ImportReport, layout: ModelLayout, name: str, direct, func,
+                     record, target: TargetSpec, variant_funcs: dict | None) -> bool:
+    """Whether ``record`` (for the TIR ``func``) runs faster by the margin than what the
+    build runs for workload ``name`` now: its active record when it has one that applies,
+    else the default schedule on its direct TIR (``direct``). Timings go to the report."""
+    from . import active as active_mod
+    from .timing import faster_enough, record_speedup
+
+    current = active_mod.active(layout, name)
+    now = None
+    if isinstance(current, active_mod.Variant):
+        tir = (variant_funcs or {}).get((name, current.compute))
+        now = None if tir is None else (tir, current)
+    elif isinstance(current, active_mod.Trace):
+        now = (direct, current)
+    seconds = record_speedup(func, name, record, target, now)
+    report.timings[name] = {f"{k}_ms": round(v * 1e3, 6) for k, v in seconds.items()}
+    return faster_enough(seconds.get("active", seconds["default"]), seconds["record"])
 
 
 def _computes_the_workload(func, name: str, record, target: TargetSpec | None) -> bool:

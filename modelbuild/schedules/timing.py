@@ -1,5 +1,6 @@
-"""Time one workload's kernel on this machine: the default schedule against a record's
-(how keep-if-faster decides)."""
+"""Time one workload's kernel on this machine: what the build runs now (the default
+schedule, or the workload's active record) against a new record's (how keep-if-faster
+decides)."""
 
 from __future__ import annotations
 
@@ -47,14 +48,28 @@ def default_schedule(func, name: str, target_spec: TargetSpec):
     return target_spec.default_schedule(copy(func), name, tvm.target.Target(target_spec.tvm_target))
 
 
-def record_speedup(func, name: str, record, target_spec: TargetSpec) -> tuple[float, float]:
-    """(default seconds, scheduled seconds) measured side by side: the workload as the build
-    schedules it without a record, and with ``record``."""
+def record_speedup(func, name: str, record, target_spec: TargetSpec,
+                   active=None) -> dict[str, float]:
+    """Seconds measured side by side: ``default``, the workload as the build schedules it
+    without a record; ``record``, with ``record``; and with ``active`` = (its TIR, the
+    workload's active record, schedules/active.py) that the new one would replace,
+    ``active``, as the build runs it now. An active record that no longer applies (stale,
+    broken: the build would fail on it) is not timed."""
     import tvm
 
+    from ..core.errors import BuildError
     from ..core.workloads import copy
     from .apply import apply_record
 
     scheduled = apply_record(copy(func), name, record, tvm.target.Target(target_spec.tvm_target))
-    return (kernel_seconds(default_schedule(func, name, target_spec), name, target_spec),
-            kernel_seconds(scheduled, name, target_spec))
+    seconds = {"default": kernel_seconds(default_schedule(func, name, target_spec), name,
+                                         target_spec),
+               "record": kernel_seconds(scheduled, name, target_spec)}
+    if active is not None:
+        active_func, active_record = active
+        try:
+            now = active_record.apply(copy(active_func), target_spec)
+        except BuildError:
+            return seconds
+        seconds["active"] = kernel_seconds(now, name, target_spec)
+    return seconds
