@@ -4,6 +4,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -191,6 +192,36 @@ def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a
     assert "your record since stays active; the one the sweep found is variant 3" in done.stdout
 
 
+def test_a_record_the_user_edits_during_a_sweep_is_active_after_it(tiny_copy, tiny_variants):
+    """The sweep wrote its next variant, then the record it found, over an edit the user
+    saved while it ran: the edit was nowhere afterwards (exit 0)."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    mine = tiny_copy.record("tiny", workload)
+    records.save(mine, replace(recs[-1], path=mine))  # no variant's copy: the user's own
+    found = mine.read_bytes()
+    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    # once the sweep has put variant 2 in place (building it now), the user saves an edit
+    second = (tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "2.json")
+    deadline = time.monotonic() + 120
+    while mine.read_bytes() != second.read_bytes():
+        assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
+        time.sleep(0.005)
+    records.save(mine, replace(recs[0], path=mine, source="hand", run_secs=[0.123]))
+    edit = mine.read_bytes()
+    out = "".join(lines) + proc.stdout.read()
+    assert proc.wait(timeout=300) == 0, out
+    assert mine.read_bytes() == edit, out
+    folder = tiny_copy.root / "schedules" / "tiny" / "variants" / workload
+    kept = {p.name: p.read_bytes() for p in folder.glob("*.json")}
+    assert kept["3.json"] == edit and kept["4.json"] == found, sorted(kept)
+    line = (f"{workload}: your record, edited during the sweep, is active (and variant 3); "
+            "the one the sweep found is variant 4")
+    assert line in " ".join(out.split()), out
+    [saved] = (tiny_copy.root / "build" / "tiny" / "sweeps").glob("*.json")
+    assert json.loads(saved.read_text())["edited_during_sweep"] == [line]
+
+
 @pytest.mark.parametrize("journal", ["folder", "garbage", "long-name", "path-name"])
 def test_a_damaged_or_crafted_sweep_journal_is_one_error(tiny_copy, tiny_variants, journal):
     import msgpack
@@ -313,11 +344,22 @@ def test_restore_brings_back_no_record_and_exact_bytes(two_workloads):
     layout = two_workloads
     layout.record("a").write_bytes(b"mine, not a variant\n")
     saved = sweep.snapshot(layout, ["a", "b"])
-    sweep.activate(layout, saved, {"a": 2, "b": 1})
+    active = sweep.ActiveRecords(layout, saved)
+    active.activate({"a": 2, "b": 1})
     assert layout.record("b").is_file()
-    sweep.restore(layout, saved)
+    assert active.finish(None) == []
     assert layout.record("a").read_bytes() == b"mine, not a variant\n"
     assert not layout.record("b").exists()
+    # an edit saved meanwhile is active at the end, and kept as a variant on the way
+    active = sweep.ActiveRecords(layout, sweep.snapshot(layout, ["a", "b"]))
+    active.activate({"a": 2})
+    layout.record("a").write_bytes(b"edited during the sweep\n")
+    active.activate({"a": 3})
+    assert (layout.variants_dir("a") / "4.json").read_bytes() == b"edited during the sweep\n"
+    assert active.finish(None) == ["a: your record, edited during the sweep, is active (and "
+                                   "variant 4); the one the sweep found is variant 5"]
+    assert layout.record("a").read_bytes() == b"edited during the sweep\n"
+    assert (layout.variants_dir("a") / "5.json").read_bytes() == b"mine, not a variant\n"
 
 
 def test_fastest_by_latency_or_by_the_swept_workloads():

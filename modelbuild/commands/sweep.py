@@ -163,11 +163,53 @@ _JOURNAL_MOST = 256 * 1024 * 1024  # records of a few workloads: far less
 _WORKLOAD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")  # a file name in schedules/<model>/
 
 
-def activate(layout: ModelLayout, saved: dict[str, bytes | None], step: Step) -> None:
-    """The step's variants active; every other swept workload as it was before the sweep."""
-    restore(layout, {w: data for w, data in saved.items() if w not in step})
-    for w, k in step.items():
-        variants.choose(layout, w, k)
+@dataclass
+class ActiveRecords:
+    """The swept workloads' active records as the sweep found them (``saved``), and the
+    edits the user saved to them while it runs (the record files stay the user's to edit).
+    The sweep itself only ever puts there a variant's copy, a compute's selection, no
+    record, or the record it found: anything else is the user's. Such an edit is kept as a
+    variant before the sweep writes over it, and is the active record again when the sweep
+    ends; the record the sweep found becomes a variant, as after a killed sweep. (An edit
+    saved in the instant between the sweep's look and its write is not seen.)"""
+
+    layout: ModelLayout
+    saved: dict[str, bytes | None]
+    edited: dict[str, bytes] = field(default_factory=dict)  # the user's, by workload
+
+    def _keep_an_edit(self, w: str) -> None:
+        now = variants.read_active(self.layout, w)
+        if now is not None and now != self.saved.get(w) \
+                and not variants.made_by_select(self.layout, w, now):
+            variants.keep_as_variant(self.layout, w, now)
+            self.edited[w] = now
+
+    def activate(self, step: Step) -> None:
+        """The step's variants active; every other swept workload as it was before the
+        sweep."""
+        for w, data in self.saved.items():
+            self._keep_an_edit(w)
+            if w in step:
+                variants.choose(self.layout, w, step[w])
+            else:
+                restore(self.layout, {w: data})
+
+    def finish(self, chosen: Step | None) -> list[str]:
+        """The chosen variants active (None: the records as the sweep found them), except
+        where the user edited a record meanwhile: that edit is active. Returns what became
+        of those edits, a line per workload."""
+        self.activate(chosen or {})
+        said = []
+        for w, data in sorted(self.edited.items()):
+            atomic.write_bytes(self.layout.record(w), data)
+            k = variants.keep_as_variant(self.layout, w, data)
+            found = self.saved.get(w)
+            line = f"{w}: your record, edited during the sweep, is active (and variant {k})"
+            if found is not None and found != data:
+                line += (f"; the one the sweep found is variant "
+                         f"{variants.keep_as_variant(self.layout, w, found)}")
+            said.append(line)
+        return said
 
 
 def describe(layout: ModelLayout, w: str) -> str:
@@ -198,9 +240,9 @@ class Sweep:
     def layout(self) -> ModelLayout:
         return self.project.model(self.model)
 
-    def run_step(self, step: Step, saved, man, on_phase) -> Row:
+    def run_step(self, step: Step, records: ActiveRecords, man, on_phase) -> Row:
         layout = self.layout
-        activate(layout, saved, step)
+        records.activate(step)
         files = {w: (str(variants.chosen_file(layout, w, k).relative_to(self.project.root))
                      if k is not None else None) for w, k in step.items()}
         on_phase("building")
@@ -227,10 +269,11 @@ class Sweep:
         ok = [i for i, r in enumerate(self.rows) if r.ok]
         return min(ok, key=lambda i: self.score(self.rows[i])) if ok else None
 
-    def to_json(self, before: dict, after: dict, selected: bool) -> dict:
+    def to_json(self, before: dict, after: dict, selected: bool, edits: list[str]) -> dict:
         return {"model": self.model, "target": str(self.target), "mode": self.mode,
                 "workloads": self.workloads, "runs": self.runs, "warmup": self.warmup,
-                "before": before, "after": after, "fastest": self.fastest(),
+                "before": before, "after": after, "edited_during_sweep": edits,
+                "fastest": self.fastest(),
                 "fastest_by": self.by, "selected": selected,
                 "rows": [asdict(r) for r in self.rows]}
 
@@ -285,8 +328,10 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
     layout, workloads = sweep.layout, sweep.workloads
     man = manifest_mod.read(layout.manifest)
     saved = snapshot(layout, workloads)
+    records = ActiveRecords(layout, saved)
     before = {w: describe(layout, w) for w in workloads}
     chosen = None
+    edits: list[str] = []
     keep_journal(layout, saved)
     try:
         with Progress(console=console, transient=True) as progress:
@@ -297,7 +342,7 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
                 def on_phase(phase, text=text):
                     progress.update(bar, description=f"{phase} {text}")
 
-                row = sweep.run_step(step, saved, man, on_phase)
+                row = sweep.run_step(step, records, man, on_phase)
                 sweep.rows.append(row)
                 progress.advance(bar)
                 outcome = (f"{row.latency_ms['median']:.4f} ms" if row.ok
@@ -309,10 +354,7 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
         # a second Ctrl-C (or kill) must not cut the records' restore short
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
         try:
-            if chosen is not None:
-                activate(layout, saved, chosen)
-            else:
-                restore(layout, saved)
+            edits = records.finish(chosen)
             layout.sweep_journal.unlink(missing_ok=True)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -322,7 +364,7 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
             console.print(f"[red]the final build failed[/red]: {escape(final.reason)}")
     after = {w: describe(layout, w) for w in workloads}
     path = layout.sweep(name)
-    atomic.write_text(path, json.dumps(sweep.to_json(before, after, chosen is not None),
+    atomic.write_text(path, json.dumps(sweep.to_json(before, after, chosen is not None, edits),
                                        indent=2, sort_keys=True) + "\n")
     plot(sweep, path.with_suffix(".png"))
     console.print(table(sweep))
@@ -341,6 +383,8 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
         why = " (no variant built)" if select_fastest else ""
         console.print(f"restored the active records as before the sweep{why}: "
                       + ", ".join(f"{w}: {before[w]}" for w in workloads))
+    for line in edits:
+        console.print(escape(line))
     if not final.ok:
         return 1
     console.print(f"rebuilt {sweep.model} with the active records in {final.seconds:.2f} s")

@@ -92,14 +92,17 @@ def sweep_may_have_left(layout: ModelLayout, workload: str) -> bool:
     return _users_own(layout, workload) is None
 
 
+def made_by_select(layout: ModelLayout, workload: str, data: bytes) -> bool:
+    """Whether record bytes ``data`` are what `select` (or a sweep) puts in place: a
+    variant's copy, or what `select <compute>` writes (select makes either again)."""
+    return _variant_of(layout, workload, data) is not None \
+        or _remade_by_select(layout, workload, data)
+
+
 def _users_own(layout: ModelLayout, workload: str) -> bytes | None:
-    """The active record's bytes when the user wrote it: there, and neither a variant's
-    copy nor what `select <compute>` writes (select makes that again)."""
+    """The active record's bytes when the user wrote it: there, and not one select makes."""
     data = read_active(layout, workload)
-    if data is None or _variant_of(layout, workload, data) is not None \
-            or _remade_by_select(layout, workload, data):
-        return None
-    return data
+    return None if data is None or made_by_select(layout, workload, data) else data
 
 
 def keep_as_variant(layout: ModelLayout, workload: str, data: bytes) -> int:
