@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 from conftest import (
+    Project,
     assert_close,
     cli,
     load_library,
@@ -52,8 +53,15 @@ def test_changing_the_target_reruns_every_step_and_builds_for_it(tiny_copy):
 
     run = tiny_copy.doit("build:tiny", "target=c")
     assert run.ran == every
-    assert tiny_copy.library("tiny").read_bytes() != llvm_lib
+    c_lib = tiny_copy.library("tiny").read_bytes()
+    assert c_lib != llvm_lib
     assert_close(run_library(tiny_copy.library("tiny"), x), expected)
+    # a clean c build elsewhere makes the same bytes (each object named its source file,
+    # a temporary file's random name, in its symbol table)
+    clean = Project(shutil.copytree(tiny_copy.root, tiny_copy.root.parent / "clean",
+                                    ignore=shutil.ignore_patterns("build")))
+    clean.doit("build:tiny", "target=c")
+    assert clean.library("tiny").read_bytes() == c_lib
 
     assert tiny_copy.doit("build:tiny", "target=c").ran == set()
     back = tiny_copy.doit("build:tiny")  # back to llvm: every step's llvm output is cached

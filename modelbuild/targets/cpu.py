@@ -9,6 +9,8 @@ call over all of them.
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from pathlib import Path
 
 from . import hostcpu, toolchain
@@ -62,8 +64,11 @@ def compile_c_source(lib, tmp: Path, name: str, _target) -> None:
     import tvm
     import tvm_ffi.libinfo
 
-    source = tmp.with_suffix(".c")
-    try:
+    # The object's symbol table names its source file: the workload's name, in a private
+    # folder, so that two builds of the same workload make the same bytes (a temporary
+    # file's random name made every c-target object, and library, differ).
+    with tempfile.TemporaryDirectory(dir=tmp.parent, prefix=".c-") as private:
+        source = Path(private) / f"{name}.c"
         lib.write_to_file(str(source))
         text = source.read_text()
         for definition in _WEAK:
@@ -72,10 +77,10 @@ def compile_c_source(lib, tmp: Path, name: str, _target) -> None:
         includes = [tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
                     tvm_ffi.libinfo.find_dlpack_include_path()]
         flat = [p for inc in includes for p in (inc if isinstance(inc, list) else [inc])]
-        toolchain.compile_object(source, tmp, ["-O2", *[f"-I{p}" for p in flat]],
+        made = source.with_suffix(".o")
+        toolchain.compile_object(source, made, ["-O2", *[f"-I{p}" for p in flat]],
                                  f"the C source of workload {name}")
-    finally:
-        source.unlink(missing_ok=True)
+        os.replace(made, tmp)
 
 
 def link_objects(artifacts: list[Path], graph: list[Path], out: Path, what: str) -> None:
