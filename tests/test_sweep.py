@@ -168,16 +168,25 @@ def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_
     assert "warning: a sweep" not in tiny_copy.doit("build:tiny").stderr
 
 
+def _a_sweep_over_the_users_record(project, tiny_variants):
+    """Two variants and the user's own active record (no variant's copy), and a sweep
+    running once its first variant is built: (workload, records, the active record's path,
+    its bytes before the sweep, the sweep's process, what it printed so far)."""
+    workload, recs = tiny_variants
+    add_variants(project, workload, recs[:2])
+    mine = project.record("tiny", workload)
+    records.save(mine, replace(recs[-1], path=mine))
+    found = mine.read_bytes()
+    proc, lines = _sweep_until_a_variant_is_built(project, workload)
+    return workload, recs, mine, found, proc, lines
+
+
 def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a_variant(
         tiny_copy, tiny_variants):
     """Recovering a killed sweep's journal wrote the record it found over one the user
     wrote since the kill, keeping it nowhere."""
-    workload, recs = tiny_variants
-    add_variants(tiny_copy, workload, recs[:2])
-    mine = tiny_copy.record("tiny", workload)
-    records.save(mine, replace(recs[-1], path=mine))  # no variant's copy
-    found = mine.read_bytes()
-    proc, _ = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    workload, recs, mine, found, proc, _ = _a_sweep_over_the_users_record(tiny_copy,
+                                                                           tiny_variants)
     proc.kill()
     proc.wait(timeout=60)
     since = replace(recs[0], path=mine, source="hand")
@@ -195,12 +204,8 @@ def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a
 def test_a_record_the_user_edits_during_a_sweep_is_active_after_it(tiny_copy, tiny_variants):
     """The sweep wrote its next variant, then the record it found, over an edit the user
     saved while it ran: the edit was nowhere afterwards (exit 0)."""
-    workload, recs = tiny_variants
-    add_variants(tiny_copy, workload, recs[:2])
-    mine = tiny_copy.record("tiny", workload)
-    records.save(mine, replace(recs[-1], path=mine))  # no variant's copy: the user's own
-    found = mine.read_bytes()
-    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    workload, recs, mine, found, proc, lines = _a_sweep_over_the_users_record(tiny_copy,
+                                                                               tiny_variants)
     # once the sweep has put variant 2 in place (building it now), the user saves an edit
     second = (tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "2.json")
     deadline = time.monotonic() + 120
