@@ -8,11 +8,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ..core import signing
+from ..core import settings, signing
 from ..core.errors import BuildError
 from ..core.units import format_size, parse_size
 from ..graph import cache
-from ..graph.remote import redact
 from . import options
 from .output import console
 from .workspace import project_of
@@ -75,7 +74,8 @@ def run(args) -> int:
         kinds.setdefault(path.parent.parent.name, []).append(size)
     last = cache.last_run(project)
     stats = {"location": str(store.root), "entries": len(entries),
-             "remote": ({"url": redact(store.remote.url), "mode": store.remote.mode,
+             "remote": ({"url": settings.without_credentials(store.remote.url),
+                         "mode": store.remote.mode,
                          "verifies_signatures": store.remote.public_key is not None,
                          "signs_uploads": store.remote.signing_key is not None}
                         if store.remote is not None else None),
@@ -98,5 +98,6 @@ def run(args) -> int:
     if store.remote is not None:
         trust = ("only entries signed by remote-cache-public-key's owner"
                  if store.remote.public_key is not None else "trusts every writer")
-        console.print(f"remote: {redact(store.remote.url)} ({store.remote.mode}; {trust})")
+        shown = settings.without_credentials(store.remote.url)
+        console.print(f"remote: {shown} ({store.remote.mode}; {trust})")
     return 0

@@ -175,14 +175,14 @@ class ActiveRecords:
 
     layout: ModelLayout
     saved: dict[str, bytes | None]
-    edited: dict[str, bytes] = field(default_factory=dict)  # the user's, by workload
+    # the user's edits, by workload: (their bytes, the variant they are kept as)
+    edited: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
     def _keep_an_edit(self, w: str) -> None:
         now = variants.read_active(self.layout, w)
         if now is not None and now != self.saved.get(w) \
                 and not variants.made_by_select(self.layout, w, now):
-            variants.keep_as_variant(self.layout, w, now)
-            self.edited[w] = now
+            self.edited[w] = (now, variants.keep_as_variant(self.layout, w, now))
 
     def activate(self, step: Step) -> None:
         """The step's variants active; every other swept workload as it was before the
@@ -200,9 +200,8 @@ class ActiveRecords:
         of those edits, a line per workload."""
         self.activate(chosen or {})
         said = []
-        for w, data in sorted(self.edited.items()):
+        for w, (data, k) in sorted(self.edited.items()):
             atomic.write_bytes(self.layout.record(w), data)
-            k = variants.keep_as_variant(self.layout, w, data)
             found = self.saved.get(w)
             line = f"{w}: your record, edited during the sweep, is active (and variant {k})"
             if found is not None and found != data:

@@ -53,7 +53,7 @@ from ..core.errors import BuildError
 from ..core.digits import is_decimal
 from ..core.layout import Project
 from . import kinds
-from .remote import FORGED, UNSIGNED, RemoteStore, redact
+from .remote import FORGED, UNSIGNED, RemoteStore
 
 ENV = settings.BY_KEY["cache-dir"].env
 _MAGIC = b"modelbuild-cache/3"
@@ -374,8 +374,9 @@ class Cache:
             return False
         refused = self.remote.upload_refusal()
         if refused is not None:
-            self.say_once("no-upload", f"warning: remote cache {redact(self.remote.url)} is "
-                          f"read-write but {refused}: nothing is uploaded")
+            shown = settings.without_credentials(self.remote.url)
+            self.say_once("no-upload", f"warning: remote cache {shown} is read-write but "
+                          f"{refused}: nothing is uploaded")
             return False
         return True
 

@@ -51,11 +51,6 @@ UNSIGNED, FORGED = "unsigned", "forged"  # why a downloaded entry is refused
 HEADER_BYTES = 1024  # an entry's header line: format, sha256, size, kind/key, signature
 
 
-def redact(url: str) -> str:
-    """``url`` without a password or user name in it (safe to print)."""
-    return settings.without_credentials(url)
-
-
 class RemoteStore:
     """One remote cache, as this process sees it: usable until its first failure."""
 
@@ -84,7 +79,7 @@ class RemoteStore:
                       state.get("signing_key"))
 
     def __repr__(self) -> str:
-        return f"RemoteStore({redact(self.url)!r}, {self.mode!r})"
+        return f"RemoteStore({settings.without_credentials(self.url)!r}, {self.mode!r})"
 
     @property
     def writes(self) -> bool:
@@ -181,8 +176,9 @@ class RemoteStore:
     def _give_up(self, reason: str) -> None:
         if self._down is None:
             self._down = reason
-            print(f"warning: remote cache {redact(self.url)} unavailable ({reason}); "
-                  "building locally without it for the rest of this run", file=sys.stderr)
+            print(f"warning: remote cache {settings.without_credentials(self.url)} unavailable "
+                  f"({reason}); building locally without it for the rest of this run",
+                  file=sys.stderr)
 
     def get(self, kind: str, key: str) -> bytes | None:
         """The stored entry (header and payload, unverified), None when absent or unreachable,
