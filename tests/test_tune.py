@@ -230,7 +230,8 @@ def _hand_edited_copy(tuned, tmp_path):
 def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tmp_path):
     """Two tunes of one model at once (one database) numbered their workloads alike: the
     database read as broken ("a hand-edited line may be the cause"), and neither tune's
-    trials could be imported or resumed."""
+    trials could be imported or resumed. A sweep of the model meanwhile timed its variants
+    beside the tune's measurements (and the tune's import then refused: a sweep ran)."""
     import subprocess
     import sys
 
@@ -245,12 +246,17 @@ def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tm
         if line.startswith("tuning "):
             break
     try:
+        # a sweep's timings beside the tune's measurements: each made the other's wrong
+        swept = subprocess.run([sys.executable, "-m", "modelbuild", "sweep", "rep",
+                                "--workload", REPEATED, "--variants", "default", "--runs", "2"],
+                               cwd=project.root, capture_output=True, text=True)
         second = subprocess.run([sys.executable, "-m", "modelbuild", "tune", "rep", "--local",
                                  "--total-trials", "8"], cwd=project.root, capture_output=True,
                                 text=True)
         imported = subprocess.run([sys.executable, "-m", "modelbuild", "import", "rep",
                                    str(project.root / "build" / "rep" / "tuning")],
                                   cwd=project.root, capture_output=True, text=True)
+        tuning = first.poll() is None
     finally:
         out = "".join(seen) + first.stdout.read()
         status = first.wait(timeout=600)
@@ -258,7 +264,16 @@ def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tm
     assert second.returncode == 1 and "another tune writes this database (pid" in second.stderr, \
         second.stderr
     assert imported.returncode == 1 and "a tune is writing this database" in imported.stderr
-    assert "Traceback" not in second.stderr + imported.stderr
+    assert tuning, out  # the refusals below came while the first tune ran
+    assert swept.returncode == 1 and "a tune of rep runs in this project" in swept.stderr, \
+        swept.stdout + swept.stderr
+    assert "Traceback" not in second.stderr + imported.stderr + swept.stderr
+    assert not (project.root / "build" / "rep" / "sweeps").exists()
+    # once the tune has ended, the sweep runs
+    done = subprocess.run([sys.executable, "-m", "modelbuild", "sweep", "rep", "--workload",
+                           REPEATED, "--variants", "default", "--runs", "2"], cwd=project.root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
     # the first tune's database reads: it resumes
     again = cli(project, "tune", "rep", "--local", "--total-trials", "8", "--resume", "--json")
     assert json.loads(again.stdout)["tuning"]["resumed_from"] == 8

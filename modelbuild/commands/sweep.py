@@ -538,6 +538,7 @@ def run(args) -> int:
                          f"{build_lock.holder(lock) or ''}: the active records are its "
                          "variants until it ends and restores them",
                          hint="wait for it to end, then sweep") from None
+    build_lock.refuse_during_tune(project, args.model)
     recovered = recover(project.model(args.model))
     if recovered:
         out.print(f"a sweep of {args.model} was killed before it put back the active records "

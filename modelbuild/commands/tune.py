@@ -241,6 +241,9 @@ def run(args) -> int:
     # TVM's database writer leaves a truncated line, unsaid, when the disk fills up
     free_space.require(work_dir, 0, "the tuning database")
     _hold_database(work_dir)
+    # held before looking for a sweep, which takes its lock before looking for tunes: of
+    # a tune and a sweep started at once, one sees the other
+    build_lock.hold_shared(build_lock.tunes_lock_file(project, args.model))
     build_lock.refuse_during_sweep(project, args.model, "tune")
     out = errors if args.json else console  # with --json, stdout holds the JSON alone
     place = place or _place(args, ws)

@@ -56,6 +56,50 @@ def refuse_during_sweep(project: Project, model: str, what: str) -> None:
                          hint=f"{what} once the sweep has ended (or use its --select-fastest)")
 
 
+def tunes_lock_file(project: Project, model: str) -> Path:
+    """Every tune of a model holds this lock shared while it runs (``hold_shared``); a sweep
+    of the model refuses while one does (``refuse_during_tune``)."""
+    return project.build_dir / f".{model}.tunes-lock"
+
+
+def refuse_during_tune(project: Project, model: str) -> None:
+    """BuildError (for a sweep) while a tune of ``model`` runs: the sweep's timings and the
+    tune's measurements would share the CPU, each making the other's wrong, and the sweep's
+    variants would be in place when the tune imports its records."""
+    path = tunes_lock_file(project, model)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return  # no tune ever ran here, or no lock can be had: as before locks
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise BuildError(f"a tune of {model} runs in this project: a sweep's timings and its "
+                         "measurements would disturb each other",
+                         hint="sweep once the tune has ended") from None
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def hold_shared(path: Path) -> int | None:
+    """A shared lock on ``path`` for this process (the open fd, closed at exit; None where
+    no lock can be had), waiting while a process holds it exclusively (a sweep checking
+    for tunes, an instant)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def tune_lock_file(work_dir: Path) -> Path:
     """A tune's hold on its MetaSchedule database: two tunes writing one number their
     workloads alike, and the database no longer reads."""
