@@ -402,3 +402,61 @@ def test_a_folder_at_an_entry_s_place_is_not_counted_as_uploaded(tiny_built, tmp
     run = second.doit("build:tiny", env=remote.build_env())
     assert "1 uploaded" not in run.stdout and "unavailable" not in run.output, run.output
     assert entry.is_dir() and not list(entry.iterdir())
+
+
+def _peak_rss_build(project: Project, env: dict) -> tuple[subprocess.CompletedProcess, int]:
+    """`doit build:tiny` in ``project`` and its process's peak RSS (VmHWM), in MB."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=project.root,
+                                stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+        peak = 0
+        while proc.poll() is None:
+            try:
+                status = open(f"/proc/{proc.pid}/status").read()
+                peak = max(peak, int(status.split("VmHWM:")[1].split()[0]))
+            except (OSError, IndexError, ValueError):
+                pass
+            time.sleep(0.02)
+        out.seek(0)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), "")
+    return done, peak // 1024
+
+
+def test_a_huge_entry_in_the_store_is_a_miss_not_read_into_memory(tiny_built, tmp_path):
+    """Anyone who can write the store could put a sparse file of gigabytes in an object
+    entry's place: each reader read it whole (up to half its memory, every doit process at
+    once) before finding it damaged, and went on reading after its request timed out."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    _checkout(tiny_built, tmp_path / "ci").doit("build:tiny", env=remote.build_env())
+    plain = _checkout(tiny_built, tmp_path / "plain")
+    _, baseline = _peak_rss_build(plain, remote.build_env(mode="read"))
+    entry = sorted((tmp_path / "shared-cache" / "object").glob("??/*"))[0]
+    with open(entry, "r+b") as f:
+        f.truncate(1536 << 20)  # sparse: takes no disk
+    reader = _checkout(tiny_built, tmp_path / "reader")
+    proc, peak = _peak_rss_build(reader, remote.build_env(mode="read"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "unavailable" not in out and "Traceback" not in out, out
+    assert "1 misses" in out or "1 miss" in out, out  # that step alone was built here
+    assert peak < baseline + 300, (peak, baseline, out)
+    assert sha256(reader.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+def test_a_store_that_refuses_connections_is_said_once(tiny_built, tmp_path):
+    """An http:// store whose port refused connections read as "no such entry" on every
+    request: no warning, and every step built here without a word why."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    project = _checkout(tiny_built, tmp_path / "a")
+    env = {**os.environ, "MODELBUILD_REMOTE_CACHE": f"http://127.0.0.1:{port}/cache",
+           "MODELBUILD_REMOTE_CACHE_TIMEOUT": "5"}
+    run = project.doit("build:tiny", env=env, timeout=180)
+    assert run.output.count(f"remote cache http://127.0.0.1:{port}/cache unavailable") == 1, \
+        run.output
+    assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))

@@ -24,8 +24,11 @@ failure is reported once (to stderr) and the store is not asked again by this
 process; the build goes on locally. Each request runs in a thread of its own that
 the process does not wait for at exit: a store that trickles bytes, or a pipe in
 a shared folder, cannot keep a finished build from ending. A download is read
-to at most ``entry_limit()`` bytes (half this machine's memory): one larger could
-not be restored anyway, and /dev/zero behind an entry's name never ends.
+to at most ``limit(kind)`` bytes: a workload's lowered TIR or object is at most
+megabytes, so 64 MB (a larger entry is no step's output: a miss, the step runs
+here); a partition entry, which holds the model's weights, half this machine's
+memory. A read from a shared folder stops when its request is given up (the
+timeout), so what it read is not kept past it.
 
 Credentials and endpoints come the way the store's own tools take them (for S3: AWS_*
 environment variables, ~/.aws); a URL's user and password, if any, are never printed.
@@ -49,6 +52,13 @@ SIGNING_KEY_ENV = settings.BY_KEY["remote-cache-signing-key"].env
 PUBLIC_KEY_SETTING = "remote-cache-public-key"
 UNSIGNED, FORGED = "unsigned", "forged"  # why a downloaded entry is refused
 HEADER_BYTES = 1024  # an entry's header line: format, sha256, size, kind/key, signature
+WORKLOAD_ENTRY_LIMIT = 64 << 20  # a lowered or object entry: kilobytes to a few megabytes
+_CHUNK = 8 << 20  # a shared folder's entry is read in these, looking for a given-up request
+
+
+class _Miss(FileNotFoundError):
+    """An entry that is not used, as if absent: larger than any of its kind, or a read the
+    request's timeout gave up."""
 
 
 class RemoteStore:
@@ -138,11 +148,11 @@ class RemoteStore:
     def _path(self, kind: str, key: str) -> str:
         return f"{self._root.rstrip('/')}/{kind}/{key[:2]}/{key}"
 
-    def _call(self, what: str, fn):
+    def _call(self, what: str, fn, on_timeout=None):
         """``fn(fs)`` within the timeout; None after reporting the store down on failure.
         The request runs in a daemon thread, made for it (in this process: doit's workers
         are forked), which a request past the timeout keeps, and the process's exit does
-        not wait for."""
+        not wait for (``on_timeout()`` tells it to stop where it can)."""
         if self._down is not None:
             return None
         outcome: list = []
@@ -157,6 +167,8 @@ class RemoteStore:
         thread.start()
         thread.join(self.timeout)
         if not outcome:
+            if on_timeout is not None:
+                on_timeout()
             self._give_up(f"{what} took more than {self.timeout:g} s")
             return None
         ok, value = outcome[0]
@@ -183,16 +195,17 @@ class RemoteStore:
     def get(self, kind: str, key: str) -> bytes | None:
         """The stored entry (header and payload, unverified), None when absent or unreachable,
         or not a regular file of a shared folder (a pipe would never end)."""
-        limit = entry_limit()
+        most = limit(kind)
+        given_up = threading.Event()
 
         def download(fs):
-            data = _first_bytes(fs, self._path(kind, key), limit + 1)
-            if len(data) > limit:
-                raise regular_file.TooLarge(f"an entry of over {limit} bytes")
+            data = _first_bytes(fs, self._path(kind, key), most + 1, given_up)
+            if len(data) > most:
+                raise _Miss(f"a {kind} entry of over {most} bytes")
             return data
 
         try:
-            return self._call("a download", download)
+            return self._call("a download", download, on_timeout=given_up.set)
         except FileNotFoundError:
             return None
 
@@ -202,6 +215,13 @@ class RemoteStore:
         try:
             return self._call("a download",
                               lambda fs: _first_bytes(fs, self._path(kind, key), HEADER_BYTES))
+        except FileNotFoundError:
+            return None
+
+    def size(self, kind: str, key: str) -> int | None:
+        """The stored entry's size in bytes, None when absent or unreachable."""
+        try:
+            return self._call("a download", lambda fs: fs.size(self._path(kind, key)))
         except FileNotFoundError:
             return None
 
@@ -232,20 +252,33 @@ class RemoteStore:
             return False
 
 
-def _first_bytes(fs, path: str, count: int) -> bytes:
+def _first_bytes(fs, path: str, count: int, given_up: threading.Event | None = None) -> bytes:
     """At most ``count`` bytes from the start of an entry: in a shared folder, of a regular
-    file only (a pipe would never answer: NotRegular, a miss); elsewhere one ranged request,
-    an empty object b"" (S3 answers a range of one with 416, which read as the store
-    failing)."""
+    file only (a pipe would never answer: NotRegular, a miss), read until ``given_up`` is
+    set; elsewhere one ranged request, an empty object b"" (S3 answers a range of one with
+    416, which read as the store failing)."""
     if _local(fs):
         with regular_file.opened(Path(path)) as f:
-            return f.read(count)
+            chunks, size = [], 0
+            while size < count:
+                if given_up is not None and given_up.is_set():
+                    raise _Miss("the request was given up")
+                chunk = f.read(min(_CHUNK, count - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
     try:
         return fs.cat_file(path, start=0, end=count)
     except FileNotFoundError:
         raise
-    except OSError:
-        if fs.size(path) == 0:
+    except OSError as err:
+        try:
+            empty = fs.size(path) == 0
+        except FileNotFoundError:  # no answer about it either (HTTP: a refused connection
+            raise err from None    # reads as "not found"): the store failed, said once
+        if empty:
             return b""
         raise
 
@@ -254,6 +287,12 @@ def _local(fs) -> bool:
     """Whether ``fs`` is this machine's file system (a file:// store: a shared folder)."""
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     return "file" in protocols or "local" in protocols
+
+
+def limit(kind: str) -> int:
+    """The most bytes a download of a ``kind`` entry may have."""
+    whole = entry_limit()
+    return whole if kind == "partition" else min(whole, WORKLOAD_ENTRY_LIMIT)
 
 
 def entry_limit() -> int:
