@@ -142,6 +142,27 @@ def test_a_corrupt_remote_entry_is_reported_not_used_and_replaced(tiny_built, tm
     assert cache.unframe(damaged.read_bytes(), "object", damaged.name) is not None
 
 
+@pytest.mark.parametrize("damage", ["cut short", "padded"])
+def test_a_ci_with_a_warm_cache_replaces_an_entry_damaged_after_its_header(tiny_built, tmp_path,
+                                                                           damage):
+    """A payload cut short (or padded) after an intact header: a read-write build whose
+    local cache had the entry read only the header, found it vouching for the payload, and
+    uploaded nothing, so every reader found the entry corrupt for ever."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    ci = _checkout(tiny_built, tmp_path / "ci")
+    ci.doit("build:tiny", env=remote.build_env())
+    damaged = sorted((tmp_path / "shared-cache").glob("object/??/*"))[0]
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[:-10] if damage == "cut short" else good + b"\0" * 10)
+    shutil.rmtree(ci.root / "build" / "tiny")  # the local cache stays: every step a hit
+    run = ci.doit("build:tiny", env=remote.build_env())
+    assert not run.ran_kind("codegen"), run.output
+    assert damaged.read_bytes() == good, run.output
+    reader = _checkout(tiny_built, tmp_path / "reader")
+    read = reader.doit("build:tiny", env=remote.build_env(mode="read"))
+    assert "corrupt" not in read.output and not read.ran_kind("codegen"), read.output
+
+
 def test_the_remote_going_down_mid_build_leaves_a_correct_build_and_one_warning(
         tiny_built, s3_endpoint, tmp_path):
     from moto.server import ThreadedMotoServer

@@ -359,13 +359,15 @@ class Cache:
         """A local entry was used: marked recently used; in read-write mode, uploaded too
         when the remote lacks it, holds other bytes, or (with a public key) an entry its key
         does not verify: a CI whose local cache is warm fills a store emptied, or signed with
-        a rotated key, as a cold one would (the header alone is read to tell)."""
+        a rotated key, as a cold one would (the header and the entry's size are read to
+        tell: a payload cut short or padded after its header is replaced too)."""
         self.touch(kind, key)
         if not self._uploads():
             return
         head = self.remote.head(kind, key)
-        if head is None or not _header_vouches(head, kind, key, bytes_digest(payload),
-                                               self.remote.public_key):
+        if head is None or b"\n" not in head or not _header_vouches(
+                head, kind, key, bytes_digest(payload), self.remote.public_key) \
+                or self.remote.size(kind, key) != head.index(b"\n") + 1 + len(payload):
             self._upload(kind, key, payload)
 
     def _uploads(self) -> bool:
