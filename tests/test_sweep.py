@@ -87,6 +87,25 @@ def test_select_fastest_makes_the_fastest_variant_active(tiny_copy, tiny_variant
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+def test_select_fastest_keeps_the_user_s_own_record_as_a_variant(tiny_copy, tiny_variants):
+    """The user's own active record (no variant's copy) was not a contestant, and the
+    fastest variant replaced it: it was nowhere after the sweep."""
+    workload, recs = tiny_variants
+    add_variants(tiny_copy, workload, recs[:2])
+    mine = tiny_copy.record("tiny", workload)
+    records.save(mine, replace(recs[-1], path=mine))
+    found = mine.read_bytes()
+    proc = run_sweep(tiny_copy, "--workload", workload, "--variants", "1,default", "--runs", "3",
+                     "--select-fastest", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept = tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "3.json"
+    assert kept.is_file() and kept.read_bytes() == found, proc.stderr
+    assert json.loads(proc.stdout)["found_kept_as_variant"] == {workload: 3}
+    assert f"{workload}: the record the sweep found (no variant's copy) is kept as variant 3" \
+        in proc.stderr
+    assert not mine.exists() or mine.read_bytes() != found  # the fastest is active
+
+
 def test_too_many_builds_are_refused_before_building_anything(tiny_copy, tiny_variants):
     workload, recs = tiny_variants
     add_variants(tiny_copy, workload, recs)

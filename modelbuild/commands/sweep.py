@@ -177,6 +177,9 @@ class ActiveRecords:
     saved: dict[str, bytes | None]
     # the user's edits, by workload: (their bytes, the variant they are kept as)
     edited: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    # records the sweep found, the user's own, kept as variants before the fastest replaced
+    # them (--select-fastest): workload -> variant
+    kept: dict[str, int] = field(default_factory=dict)
 
     def _keep_an_edit(self, w: str) -> None:
         now = variants.read_active(self.layout, w)
@@ -197,7 +200,13 @@ class ActiveRecords:
     def finish(self, chosen: Step | None) -> list[str]:
         """The chosen variants active (None: the records as the sweep found them), except
         where the user edited a record meanwhile: that edit is active. Returns what became
-        of those edits, a line per workload."""
+        of those edits, a line per workload. A record the sweep found that is the user's
+        own (no variant's copy: edited by hand, tuned, imported) and that the chosen
+        variant replaces is first kept as a variant (``kept``), as `select` keeps it."""
+        for w in chosen or {}:
+            found = self.saved.get(w)
+            if found is not None and not variants.made_by_select(self.layout, w, found):
+                self.kept[w] = variants.keep_as_variant(self.layout, w, found)
         self.activate(chosen or {})
         said = []
         for w, (data, k) in sorted(self.edited.items()):
@@ -268,10 +277,12 @@ class Sweep:
         ok = [i for i, r in enumerate(self.rows) if r.ok]
         return min(ok, key=lambda i: self.score(self.rows[i])) if ok else None
 
-    def to_json(self, before: dict, after: dict, selected: bool, edits: list[str]) -> dict:
+    def to_json(self, before: dict, after: dict, selected: bool, edits: list[str],
+                kept: dict | None = None) -> dict:
         return {"model": self.model, "target": str(self.target), "mode": self.mode,
                 "workloads": self.workloads, "runs": self.runs, "warmup": self.warmup,
                 "before": before, "after": after, "edited_during_sweep": edits,
+                "found_kept_as_variant": dict(sorted((kept or {}).items())),
                 "fastest": self.fastest(),
                 "fastest_by": self.by, "selected": selected,
                 "rows": [asdict(r) for r in self.rows]}
@@ -363,7 +374,8 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
             console.print(f"[red]the final build failed[/red]: {escape(final.reason)}")
     after = {w: describe(layout, w) for w in workloads}
     path = layout.sweep(name)
-    atomic.write_text(path, json.dumps(sweep.to_json(before, after, chosen is not None, edits),
+    atomic.write_text(path, json.dumps(sweep.to_json(before, after, chosen is not None, edits,
+                                                     records.kept),
                                        indent=2, sort_keys=True) + "\n")
     plot(sweep, path.with_suffix(".png"))
     console.print(table(sweep))
@@ -378,6 +390,10 @@ def execute(sweep: Sweep, *, select_fastest: bool, name: str, console: Console) 
         console.print(f"[green]selected[/green] the fastest, {escape(label(chosen, workloads))} "
                       f"({sweep.score(row):.4f} ms by {sweep.by}); active now: "
                       + ", ".join(f"{w}: {after[w]}" for w in chosen))
+        for w, k in sorted(records.kept.items()):
+            if w not in records.edited:
+                console.print(f"{w}: the record the sweep found (no variant's copy) is kept "
+                              f"as variant {k}")
     else:
         why = " (no variant built)" if select_fastest else ""
         console.print(f"restored the active records as before the sweep{why}: "
