@@ -95,6 +95,22 @@ def test_import_twice_changes_nothing_and_lists_unmatched(tuned, tmp_path):
     assert "unchanged" in again and snapshot(project.root / "schedules") == before
 
 
+def test_export_refuses_to_replace_a_database_unless_forced(tuned, tmp_path):
+    """export into a tune's work folder replaced its database (its trials, which
+    `tune --resume` goes on from) with the active records, silently."""
+    project, _, db, _ = tuned
+    work = tmp_path / "db"
+    shutil.copytree(db, work)
+    before = snapshot(work)
+    proc = cli(project, "export", "tiny", str(work), check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "a MetaSchedule database is in this folder already" in proc.stderr
+    assert "--force" in proc.stderr and "Traceback" not in proc.stderr
+    assert snapshot(work) == before
+    cli(project, "export", "tiny", str(work), "--force")
+    assert snapshot(work) != before
+
+
 def test_round_trip_import_export_import_is_identity(tuned, tmp_path):
     project, workload, db, _ = tuned
     work = make_project(tmp_path / "w", {"tiny": tiny_model()})

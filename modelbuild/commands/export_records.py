@@ -20,6 +20,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """This command's arguments (``python -m modelbuild export --help``)."""
     options.model(p)
     p.add_argument("out_dir", type=options.text)
+    p.add_argument("--force", action="store_true",
+                   help="replace a MetaSchedule database already in out_dir (a tune's trials "
+                        "there are lost)")
     options.target(p)
 
 
@@ -32,7 +35,9 @@ def run(args) -> int:
     from ..schedules import msdb
 
     ws = resolve_model(args)
-    msdb.make_out_dir(Path(args.out_dir))  # before the model is partitioned
+    out_dir = Path(args.out_dir)
+    msdb.make_out_dir(out_dir)  # before the model is partitioned
+    _refuse_to_replace(out_dir, args.force)
     project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     layout = project.model(args.model)
     found = records_in(layout.records_dir)
@@ -68,3 +73,28 @@ def run(args) -> int:
         console.print(f"not exported: {', '.join(left_out)} (a compute with the default "
                       "schedule: MetaSchedule's database holds traces, not a choice of compute)")
     return 0
+
+
+def _refuse_to_replace(out_dir: Path, force: bool) -> None:
+    """BuildError when ``out_dir`` holds a database (a tune's trials, which ``tune --resume``
+    goes on from): the export writes its files anew. With ``force``, only while a tune
+    writes it."""
+    from ..graph import build_lock
+    from ..schedules import msdb
+
+    if build_lock.held(build_lock.tune_lock_file(out_dir)):
+        raise BuildError("a tune is writing the database in this folder", file=out_dir,
+                         hint="export to another folder")
+    there = [name for name in (msdb.WORKLOAD_FILE, msdb.RECORD_FILE)
+             if (out_dir / name).exists() and not _empty(out_dir / name)]
+    if there and not force:
+        raise BuildError(f"a MetaSchedule database is in this folder already ({there[0]}): the "
+                         "export would replace it", file=out_dir,
+                         hint="export to a new folder, or pass --force to replace it")
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
