@@ -154,6 +154,12 @@ def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
     (tiny_copy.root / "schedules" / "tiny" / f"{workload}.py").write_text(SPLIT_AND_VECTORIZE)
     run = tiny_copy.doit("build:tiny", check=False)
     assert run.returncode != 0 and "two records for one workload" in run.output
+    # check said "0 with problems - ok" (each file is fine alone) for what cannot build
+    checked = subprocess.run([sys.executable, "-m", "modelbuild", "check", "tiny"],
+                             cwd=tiny_copy.root, capture_output=True, text=True)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert f"workload {workload}: two records for one workload: {workload}.json, " \
+           f"{workload}.py" in checked.stdout, checked.stdout
 
 
 def test_check_takes_a_float16_reduction_in_another_order_for_right(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
-from .active import of_files, record_files, tir_compute, with_computes
+from .active import Conflict, candidates, of_files, record_files, tir_compute, with_computes
 from .compute_record import DIRECT
 
 
@@ -102,4 +102,17 @@ def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec,
     references: dict = {}  # each workload run once for the numeric check
     problems = [pr for p, w in files
                 if (pr := check_file(p, funcs, target_spec, w, variant_funcs, references))]
-    return len(files), problems
+    return len(files), _conflicts(layout, [p for p, w in files if w is None]) + problems
+
+
+def _conflicts(layout: ModelLayout, active: list[Path]) -> list[Problem]:
+    """A workload with two active records (``<w>.json`` and ``<w>.py``): each file is fine
+    alone, and the build fails until one is deleted."""
+    out = []
+    for name in sorted({p.stem for p in active}):
+        record = of_files(name, candidates(layout, name))
+        if isinstance(record, Conflict):
+            out.append(Problem(record.path, name, f"two records for one workload: "
+                               f"{', '.join(p.name for p in record.paths)}; the build fails "
+                               "until one is deleted\n  hint: delete the one not meant"))
+    return out
