@@ -82,9 +82,7 @@ def _refuse_to_replace(out_dir: Path, force: bool) -> None:
     from ..graph import build_lock
     from ..schedules import msdb
 
-    if build_lock.held(build_lock.tune_lock_file(out_dir)):
-        raise BuildError("a tune is writing the database in this folder", file=out_dir,
-                         hint="export to another folder")
+    build_lock.refuse_while_tuning(out_dir, "export to another folder")
     there = [name for name in (msdb.WORKLOAD_FILE, msdb.RECORD_FILE)
              if (out_dir / name).exists() and not _empty(out_dir / name)]
     if there and not force:

@@ -6,7 +6,6 @@ import argparse
 
 from pathlib import Path
 
-from ..core.errors import BuildError
 from ..graph import build_lock
 from ..schedules.timing import KEEP_MARGIN
 from . import options
@@ -35,9 +34,8 @@ def run(args) -> int:
 
     ws = resolve_model(args)
     build_lock.refuse_during_sweep(ws.project, args.model, "import")
-    if build_lock.held(build_lock.tune_lock_file(Path(args.work_dir))):
-        raise BuildError("a tune is writing this database", file=Path(args.work_dir),
-                         hint="import once it has ended (a tune imports its records itself)")
+    build_lock.refuse_while_tuning(Path(args.work_dir), "import once it has ended (a tune "
+                                                        "imports its records itself)")
     msdb.validate_files(Path(args.work_dir))  # before the model is partitioned
     project, spec, funcs = ws.project, ws.spec, ws.partitioned().functions()
     report = msdb.import_database(Path(args.work_dir), args.model, funcs,

@@ -66,21 +66,16 @@ def refuse_during_tune(project: Project, model: str) -> None:
     """BuildError (for a sweep) while a tune of ``model`` runs: the sweep's timings and the
     tune's measurements would share the CPU, each making the other's wrong, and the sweep's
     variants would be in place when the tune imports its records."""
-    path = tunes_lock_file(project, model)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-    except OSError:
-        return  # no tune ever ran here, or no lock can be had: as before locks
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if held(tunes_lock_file(project, model)):
         raise BuildError(f"a tune of {model} runs in this project: a sweep's timings and its "
                          "measurements would disturb each other",
-                         hint="sweep once the tune has ended") from None
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+                         hint="sweep once the tune has ended")
+
+
+def refuse_while_tuning(work_dir: Path, hint: str) -> None:
+    """BuildError while a tune writes the MetaSchedule database in ``work_dir``."""
+    if held(tune_lock_file(work_dir)):
+        raise BuildError("a tune is writing this database", file=work_dir, hint=hint)
 
 
 def hold_shared(path: Path) -> int | None:

@@ -280,11 +280,11 @@ def _faster_than_now(report: ImportReport, layout: ModelLayout, name: str, direc
 
     current = active_mod.active(layout, name)
     now = None
-    if isinstance(current, active_mod.Variant):
-        tir = (variant_funcs or {}).get((name, current.compute))
+    if isinstance(current, (active_mod.Trace, active_mod.Variant)):
+        compute = active_mod.tir_compute(current)
+        tir = direct if compute == compute_record.DIRECT else \
+            (variant_funcs or {}).get((name, compute))
         now = None if tir is None else (tir, current)
-    elif isinstance(current, active_mod.Trace):
-        now = (direct, current)
     seconds = record_speedup(func, name, record, target, now)
     report.timings[name] = {f"{k}_ms": round(v * 1e3, 6) for k, v in seconds.items()}
     return faster_enough(seconds.get("active", seconds["default"]), seconds["record"])
