@@ -108,3 +108,29 @@ def test_bench_with_the_library_but_no_manifest_names_the_manifest(tiny_copy):
     proc = cli(tiny_copy, "bench", "tiny", "--no-build", "--runs", "1", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "is there, but not the manifest of its partition" in proc.stderr, proc.stderr
+
+
+def test_a_ctrl_c_while_each_kernel_is_timed_is_an_interrupt_not_an_internal_error(tiny_copy):
+    """A Ctrl-C landed in the instrument (the Python function the VM calls around each kernel
+    to time it) and came back from TVM as a bare RuntimeError: bench and sweep said "internal
+    error ... RuntimeError" (exit 2) instead of "interrupted"."""
+    script = (
+        "import os, signal, sys, threading\n"
+        "from pathlib import Path\n"
+        "from modelbuild.core import manifest\n"
+        "from modelbuild.measure import benchmark\n"
+        "man = manifest.read(Path('build/tiny/partition/manifest.msgpack'))\n"
+        "def on_progress(phase, done, total):\n"
+        "    if phase == 'profiling' and done == 1:  # the instrument runs from here on\n"
+        "        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "try:\n"
+        "    benchmark.measure(Path(sys.argv[1]), man, model='tiny', target='llvm',\n"
+        "                      runs=50000, warmup=0, on_progress=on_progress)\n"
+        "    print('finished')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt')\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(tiny_copy.library("tiny"))],
+                          cwd=tiny_copy.root, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip() == "KeyboardInterrupt", proc.stdout + proc.stderr

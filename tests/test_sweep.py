@@ -1,6 +1,7 @@
 """sweep: build and benchmark once per variant; the user's active record is never lost."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from conftest import sha256, tiny_conv_workload
 from modelbuild.commands import sweep
 from modelbuild.core.errors import BuildError
 from modelbuild.core.layout import Project
+from modelbuild.graph import build_lock
 from modelbuild.schedules import records
 
 
@@ -119,18 +121,26 @@ def test_too_many_builds_are_refused_before_building_anything(tiny_copy, tiny_va
     assert not (tiny_copy.root / "build" / "tiny" / "sweeps").exists()
 
 
-def _sweep_until_a_variant_is_built(project, workload):
-    """A running sweep of ``workload``, once its first variant is built (a variant is the
-    active record then), and what it printed so far."""
+def _sweep_held_at_its_first_build(project, workload, *args, first=1):
+    """A running sweep of ``workload``, held at its first build with variant ``first`` the
+    active record: this test holds the model's build lock, which that build waits for, so
+    the sweep can neither end nor go on while the test acts, however slow the machine (it
+    had ended before a signal sent once "1: built" was read reached it). Returns the
+    sweep's process and the release of the lock, which the sweep then needs to go on."""
+    lock = build_lock.hold(build_lock.lock_file(Project(project.root), "tiny"))
+    variant = project.root / "schedules" / "tiny" / "variants" / workload / f"{first}.json"
+    mine = project.record("tiny", workload)
     proc = subprocess.Popen([sys.executable, "-m", "modelbuild", "sweep", "tiny", "--workload",
-                             workload, "--runs", "3"], cwd=project.root, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.strip().startswith("1: built"):
-            break
-    return proc, lines
+                             workload, "--runs", "3", *args], cwd=project.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (mine.is_file() and mine.read_bytes() == variant.read_bytes()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.close(lock)
+            proc.kill()
+            pytest.fail(f"the sweep never made variant {first} active: {proc.stdout.read()}")
+        time.sleep(0.01)
+    return proc, lambda: os.close(lock)
 
 
 @pytest.mark.parametrize("sig, words", [(signal.SIGINT, "sweep interrupted"),
@@ -145,9 +155,10 @@ def test_ctrl_c_kill_or_a_closed_terminal_restores_the_active_record(tiny_copy, 
     mine.parent.mkdir(parents=True, exist_ok=True)
     records.save(mine, replace(recs[-1], path=mine))
     before = mine.read_bytes()
-    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    proc, release = _sweep_held_at_its_first_build(tiny_copy, workload)
     proc.send_signal(sig)
-    out = "".join(lines) + proc.stdout.read()
+    release()
+    out = proc.stdout.read()
     assert proc.wait(timeout=120) == 128 + sig, out
     assert words in out, out
     assert mine.read_bytes() == before
@@ -166,9 +177,10 @@ def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_
     mine.parent.mkdir(parents=True, exist_ok=True)
     records.save(mine, replace(recs[-1], path=mine))  # no variant's copy: the user's own
     before = mine.read_bytes()
-    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    proc, release = _sweep_held_at_its_first_build(tiny_copy, workload)
     proc.kill()
     proc.wait(timeout=60)
+    release()  # its build goes on, orphaned, as after an OOM kill
     assert mine.read_bytes() != before  # killed with variant 1 active
     built = tiny_copy.doit("build:tiny")
     assert "warning: a sweep of tiny was killed before it put back" in built.stderr, built.output
@@ -187,27 +199,28 @@ def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_
     assert "warning: a sweep" not in tiny_copy.doit("build:tiny").stderr
 
 
-def _a_sweep_over_the_users_record(project, tiny_variants):
-    """Two variants and the user's own active record (no variant's copy), and a sweep
-    running once its first variant is built: (workload, records, the active record's path,
-    its bytes before the sweep, the sweep's process, what it printed so far)."""
+def _a_sweep_over_the_users_record(project, tiny_variants, *args, first=1):
+    """Two variants and the user's own active record (no variant's copy), and a sweep held
+    at its first build (_sweep_held_at_its_first_build): (workload, records, the active
+    record's path, its bytes before the sweep, the sweep's process, the lock's release)."""
     workload, recs = tiny_variants
     add_variants(project, workload, recs[:2])
     mine = project.record("tiny", workload)
     records.save(mine, replace(recs[-1], path=mine))
     found = mine.read_bytes()
-    proc, lines = _sweep_until_a_variant_is_built(project, workload)
-    return workload, recs, mine, found, proc, lines
+    proc, release = _sweep_held_at_its_first_build(project, workload, *args, first=first)
+    return workload, recs, mine, found, proc, release
 
 
 def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a_variant(
         tiny_copy, tiny_variants):
     """Recovering a killed sweep's journal wrote the record it found over one the user
     wrote since the kill, keeping it nowhere."""
-    workload, recs, mine, found, proc, _ = _a_sweep_over_the_users_record(tiny_copy,
-                                                                           tiny_variants)
+    workload, recs, mine, found, proc, release = _a_sweep_over_the_users_record(tiny_copy,
+                                                                                 tiny_variants)
     proc.kill()
     proc.wait(timeout=60)
+    release()
     since = replace(recs[0], path=mine, source="hand")
     records.save(mine, since)
     written = mine.read_bytes()
@@ -223,17 +236,13 @@ def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a
 def test_a_record_the_user_edits_during_a_sweep_is_active_after_it(tiny_copy, tiny_variants):
     """The sweep wrote its next variant, then the record it found, over an edit the user
     saved while it ran: the edit was nowhere afterwards (exit 0)."""
-    workload, recs, mine, found, proc, lines = _a_sweep_over_the_users_record(tiny_copy,
-                                                                               tiny_variants)
-    # once the sweep has put variant 2 in place (building it now), the user saves an edit
-    second = (tiny_copy.root / "schedules" / "tiny" / "variants" / workload / "2.json")
-    deadline = time.monotonic() + 120
-    while mine.read_bytes() != second.read_bytes():
-        assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
-        time.sleep(0.005)
+    # the sweep of variant 2 alone has put it in place (building it now): the user saves
+    workload, recs, mine, found, proc, release = _a_sweep_over_the_users_record(
+        tiny_copy, tiny_variants, "--variants", "2", first=2)
     records.save(mine, replace(recs[0], path=mine, source="hand", run_secs=[0.123]))
     edit = mine.read_bytes()
-    out = "".join(lines) + proc.stdout.read()
+    release()
+    out = proc.stdout.read()
     assert proc.wait(timeout=300) == 0, out
     assert mine.read_bytes() == edit, out
     folder = tiny_copy.root / "schedules" / "tiny" / "variants" / workload
@@ -299,7 +308,7 @@ def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_va
     """A second sweep took the first's variant for the user's record and restored that."""
     workload, recs = tiny_variants
     add_variants(tiny_copy, workload, recs)
-    proc, lines = _sweep_until_a_variant_is_built(tiny_copy, workload)
+    proc, release = _sweep_held_at_its_first_build(tiny_copy, workload)
     try:
         second = run_sweep(tiny_copy, "--workload", workload, "--runs", "3")
         chose = subprocess.run([sys.executable, "-m", "modelbuild", "select", "tiny", workload,
@@ -311,7 +320,8 @@ def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_va
                                         ["tune", "tiny", "--total-trials", "2", "--local"]))
     finally:
         proc.send_signal(signal.SIGINT)
-        out = "".join(lines) + proc.stdout.read()
+        release()
+        out = proc.stdout.read()
         proc.wait(timeout=120)
     assert second.returncode == 1, second.stdout + second.stderr
     assert "another sweep of tiny runs in this project (pid" in second.stderr, second.stderr

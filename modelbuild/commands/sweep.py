@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..core import atomic, regular_file
+from ..core import atomic, interrupts, regular_file
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout, Project
@@ -415,6 +415,7 @@ def _stopped_as_ctrl_c():
 
     def stop(signum, _frame):
         came[:] = [{signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}[signum], signum]
+        interrupts.note(signum)  # landing in the benchmark's instrument, it is no failure
         raise KeyboardInterrupt
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}

@@ -5,6 +5,8 @@ as a bare ``RuntimeError``: a step that falls back on an error (partition keepin
 NCHW when TVM cannot carry the blocked layout) asks ``check()`` first, so that a Ctrl-C
 is never taken for TVM's reason. The build's step wrapper opens the ``noted()`` block
 (graph/actions.py); graph/interrupts.py makes the interrupted build's exit one line.
+A Python function TVM calls back (the VM's instrument, which times each kernel) turns a
+Ctrl-C into a ``RuntimeError`` too: ``stays_an_interrupt()`` gives it back.
 """
 
 from __future__ import annotations
@@ -25,22 +27,46 @@ def noted():
     ignored, as under nohup, stays ignored), and only in the main thread (the one signals
     reach)."""
     received: list[int] = []
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
+    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     def handler(signum, frame):
         received.append(signum)
         signal.default_int_handler(signum, frame)
 
-    signal.signal(signal.SIGINT, handler)
+    if ours:
+        signal.signal(signal.SIGINT, handler)
     _open_blocks.append(received)
     try:
         yield lambda: bool(received)
     finally:
         _open_blocks.remove(received)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def note(signum: int) -> None:
+    """A handler of another stopping signal (a sweep's SIGTERM and SIGHUP, which stop it as
+    Ctrl-C does) says here that it came, before it raises KeyboardInterrupt: the open
+    ``noted()`` blocks see it as they see a Ctrl-C."""
+    for received in _open_blocks:
+        received.append(signum)
+
+
+@contextlib.contextmanager
+def stays_an_interrupt():
+    """A Ctrl-C (or a stop ``note()`` was told of) that came while the block ran leaves it
+    as KeyboardInterrupt, even where TVM handed it back as another error: it landed in a
+    Python function TVM called, and TVM's caller sees a ``RuntimeError``."""
+    with noted() as came:
+        try:
+            yield
+        except Exception:
+            if came():
+                raise KeyboardInterrupt from None
+            raise
 
 
 def check() -> None:

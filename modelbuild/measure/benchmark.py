@@ -80,6 +80,7 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
     """Benchmark ``library`` (built from manifest ``man``); the result as bench.json has it.
 
     """
+    from ..core import interrupts
     from ..core.digest import file_digest
     from .latency import model_inputs, private_vm, threads
 
@@ -90,7 +91,8 @@ def measure(library: Path, man, *, model: str, target: str, runs: int = 10, warm
     digest = file_digest(library)
     device_name = registry.resolve(target).device
     inputs = model_inputs(man, device_name=device_name)
-    with private_vm(library, device_name) as vm:
+    # a Ctrl-C in the instrument (Python, called back by the VM) reached us as RuntimeError
+    with interrupts.stays_an_interrupt(), private_vm(library, device_name) as vm:
         for i in range(warmup):
             vm["main"](*inputs)
             on_progress("warm-up", i + 1, warmup)
