@@ -51,6 +51,11 @@ def test_the_cache_dir_is_relative_to_the_root_from_pyproject_and_as_given_from_
                                              "of seconds (an hour at most), not '0'"),
     ("MODELBUILD_REMOTE_CACHE_TIMEOUT", "inf", "not 'inf'"),
     ("MODELBUILD_REMOTE_CACHE", "garbage", "remote-cache must be a URL such as s3://"),
+    # both were taken, then said "unavailable" on every build, as if the store were down
+    ("MODELBUILD_REMOTE_CACHE", "foo://bucket/p", "remote-cache names a kind of store fsspec "
+                                                  "does not know (foo://)"),
+    ("MODELBUILD_REMOTE_CACHE", "s3://[", "remote-cache must be a URL such as s3://"),
+    ("MODELBUILD_REMOTE_CACHE", "http://host:99999/c", "remote-cache must be a URL such as"),
     ("MODELBUILD_EXECUTOR", "5", "executor must be host:port (tcp://host:8786), not '5'"),
     ("MODELBUILD_EXECUTOR", "tcp://host:99999", "not 'tcp://host:99999'"),
     ("MODELBUILD_REMOTE_CACHE_TIMEOUT", "soon", "not 'soon'"),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -62,8 +62,17 @@ def _url(value) -> str:
     text = _text(value)
     shown = without_credentials(text)
     scheme, sep, rest = text.partition("://")
+    try:
+        urlsplit(text).port  # a host such as "[" or a port past 65535 raises here
+    except ValueError:
+        sep = ""
     if not (sep and scheme.replace("+", "").isalnum() and rest):
         raise ValueError(f"must be a URL such as s3://bucket/prefix or file:///path, not {shown!r}")
+    known = _store_schemes()
+    if known is not None and scheme.lower() not in known:
+        # said on every build as "unavailable" instead: the setting is what is wrong
+        raise ValueError(f"names a kind of store fsspec does not know ({scheme}://), not one "
+                         "such as s3://bucket/prefix, gs://bucket/prefix or file:///path")
     if scheme.lower() == "memory":
         raise ValueError("must be a store that outlives one process: memory:// keeps nothing "
                          "after the build")
@@ -74,6 +83,15 @@ def _url(value) -> str:
                              f"not {shown!r}")
         return f"file:///{unquote(path)}"
     return text
+
+
+def _store_schemes() -> set[str] | None:
+    """The URL schemes fsspec opens (None without fsspec: the remote says it is needed)."""
+    try:
+        import fsspec
+    except ImportError:
+        return None
+    return {p.lower() for p in fsspec.available_protocols()}
 
 
 def _key_file(value) -> str:
