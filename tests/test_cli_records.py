@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -194,6 +195,24 @@ def test_bad_databases_are_named_and_leave_schedules_untouched(tuned, tmp_path):
     proc = cli(work, "import", "tiny", str(truncated), check=False)
     assert proc.returncode != 0 and "database_tuning_record.json" in proc.stderr
     assert "not valid JSON" in proc.stderr and "truncated" in proc.stderr
+
+    # a pipe or /dev/zero was said "missing"; bytes that are no UTF-8, an internal error
+    for kind in ("pipe", "device", "binary"):
+        odd = tmp_path / kind
+        shutil.copytree(db, odd)
+        path = odd / "database_tuning_record.json"
+        path.unlink()
+        if kind == "pipe":
+            os.mkfifo(path)
+        elif kind == "device":
+            path.symlink_to("/dev/zero")
+        else:
+            path.write_bytes(b'["\xff\xfe"]\n')
+        proc = cli(work, "import", "tiny", str(odd), check=False)
+        assert proc.returncode == 1 and "database_tuning_record.json" in proc.stderr, proc.stderr
+        said = ("is not text (byte 2 is no UTF-8)" if kind == "binary" else
+                "is not a regular file (a folder, a pipe or a device)")
+        assert said in proc.stderr and "missing" not in proc.stderr, proc.stderr
     assert snapshot(work.root / "schedules") == before
     assert not list(work.root.rglob(".*.tmp"))
 

@@ -63,10 +63,20 @@ def validate_files(work_dir: Path) -> None:
     workloads = 0  # the workload file's lines, which the records index
     for name in (WORKLOAD_FILE, RECORD_FILE):
         path = work_dir / name
-        if not path.is_file():
+        if not path.exists():
             raise BuildError(f"missing {name}: a MetaSchedule database has {WORKLOAD_FILE} "
                              f"and {RECORD_FILE}", file=path)
-        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not path.is_file():  # a pipe's read would wait forever, /dev/zero's never end
+            raise BuildError(f"{name} is not a regular file (a folder, a pipe or a device): "
+                             f"a MetaSchedule database has {WORKLOAD_FILE} and {RECORD_FILE}",
+                             file=path)
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise BuildError(f"{name} is not text (byte {err.start} is no UTF-8): MetaSchedule "
+                             "writes one JSON value per line", file=path,
+                             hint="give the work_dir that MetaSchedule tuning wrote") from None
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
