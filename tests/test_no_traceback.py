@@ -41,6 +41,8 @@ MALFORMED = [
     ["cache", "prune", "--max-size", "nan"], ["cache", "prune", "--max-size", "-1"],
     ["cache", "prune", "--max-size", "lots"],
     ["bench", "nosuch"], ["bench", "tiny", "--runs", "0"], ["bench", "tiny", "--warmup", "-1"],
+    ["bench", "tiny", "--runs", "100001"], ["sweep", "tiny", "--workload", "mean", "--warmup",
+                                            "999999999999"],  # ran for days
     ["bench", "tiny", "--target", "nosuch"], ["bench", "tiny", "--target", "cuda", "--no-build"],
     ["sweep", "tiny"], ["sweep", "tiny", "--workload", "nosuch"],
     ["sweep", "tiny", "--workload", "mean", "--variants", "x"],
@@ -70,6 +72,8 @@ def test_malformed_arguments_are_refused_in_words(tiny_built, args):
     (["build:tiny", "target=nosuch"], "unsupported target 'nosuch'"),
     (["bench:tiny", "runs=x"], "runs=x: expected a whole number"),
     (["bench:tiny", "runs=" + "9" * 5000], "expected a whole number"),  # int() refused it
+    (["bench:tiny", "runs=100001"], "runs=100001: expected a whole number from 1 to 100000"),
+    (["bench:tiny", "warmup=100001"], "from 0 to 100000"),
     (["lower:tiny/nosuch"], "has no workload 'nosuch'"),
     (["build:tiny", "layuot=NCHW"], "unknown variable 'layuot' in 'layuot=NCHW'; doit build and "
                                     "bench take target=, mcpu=, layout=, runs=, warmup= "

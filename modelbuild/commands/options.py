@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..measure import RUNS_MAX
 from ..targets.registry import DEFAULT_TARGET
 
 
@@ -40,6 +41,20 @@ def port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port from 0 (any free one) to 65535, "
                                          f"not {text!r}")
     return int(text)
+
+
+def runs(text: str) -> int:
+    count = positive(text)
+    if count > RUNS_MAX:
+        raise argparse.ArgumentTypeError(f"at most {RUNS_MAX} runs, not {text}")
+    return count
+
+
+def warmup(text: str) -> int:
+    count = natural(text)
+    if count > RUNS_MAX:
+        raise argparse.ArgumentTypeError(f"at most {RUNS_MAX} warm-up runs, not {text}")
+    return count
 
 
 def natural(text: str) -> int:
@@ -86,5 +101,6 @@ def json_output(parser: argparse.ArgumentParser, help: str = "machine-readable o
 
 def timing(parser: argparse.ArgumentParser, runs_help: str = "timed runs (default 10)") -> None:
     """--runs and --warmup of a command that times the library."""
-    parser.add_argument("--runs", type=positive, default=10, help=runs_help)
-    parser.add_argument("--warmup", type=natural, default=2, help="untimed runs first (default 2)")
+    parser.add_argument("--runs", type=runs, default=10, help=f"{runs_help}; at most {RUNS_MAX}")
+    parser.add_argument("--warmup", type=warmup, default=2,
+                        help="untimed runs first (default 2)")

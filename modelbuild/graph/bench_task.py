@@ -11,6 +11,7 @@ from doit.task import Task, dict_to_task
 
 from ..core.digits import is_decimal
 from ..core.layout import Project
+from ..measure import RUNS_MAX
 from .actions import invalid, step
 
 
@@ -32,11 +33,12 @@ def run(project: Project, model: str, target: str, runs: int, warmup: int) -> No
     console.print(f"saved {layout.benchmark}")
 
 
-def int_var(var, name: str, default: int, minimum: int) -> int:
+def int_var(var, name: str, default: int, minimum: int,
+            maximum: int = RUNS_MAX) -> int:
     """A whole-number doit variable (``runs=10``); a clear load-time error otherwise."""
     text = var(name, str(default))
-    if not is_decimal(text) or int(text) < minimum:
-        raise invalid(f"{name}={text}: expected a whole number >= {minimum}")
+    if not is_decimal(text) or not minimum <= int(text) <= maximum:
+        raise invalid(f"{name}={text}: expected a whole number from {minimum} to {maximum}")
     return int(text)
 
 
