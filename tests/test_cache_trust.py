@@ -450,4 +450,5 @@ def test_two_intact_entries_swapped_are_not_used_for_each_other(tmp_path):
     run = project.doit("build:a")
     assert "partition:a" in run.ran, run.output
     assert f"cache entry partition/{a.name} was corrupt" in run.output
+    assert "filed under another key" in run.output and "digest mismatch" not in run.output
     assert sha256(project.library("a")) == clean

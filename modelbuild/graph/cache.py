@@ -124,6 +124,16 @@ def unframe(raw: bytes, kind: str, key: str) -> bytes | None:
     return found[0] if found is not None else None
 
 
+def _damage(raw: bytes, kind: str, key: str) -> str:
+    """Why an entry ``unframe_signed`` did not take is not used: MISFILED when its header is
+    this format's, filed under another kind or key (intact, maybe: another step's entry),
+    else DAMAGED."""
+    parts = raw.partition(b"\n")[0].split(b" ")
+    if len(parts) in (4, 5) and parts[0] == _MAGIC and parts[3] != _filed(kind, key):
+        return MISFILED
+    return DAMAGED
+
+
 def _earlier_format(raw: bytes | None) -> bool:
     """An entry an earlier modelbuild wrote: not read (its header binds no key), not
     reported either; the step's output replaces it."""
@@ -131,8 +141,9 @@ def _earlier_format(raw: bytes | None) -> bool:
 
 
 # Why an entry was not used (the event log's word; REASONS says it to the user):
-DAMAGED, INVALID = "damaged", "invalid"
+DAMAGED, MISFILED, INVALID = "damaged", "misfiled", "invalid"
 REASONS = {DAMAGED: "corrupt (digest mismatch)",
+           MISFILED: "corrupt (filed under another key: an entry moved or copied here)",
            INVALID: "corrupt (not what the step makes)",
            UNSIGNED: "not signed, and remote-cache-public-key is set",
            FORGED: "not signed by the owner of remote-cache-public-key"}
@@ -252,7 +263,7 @@ class Cache:
         elif payload is not None and _invalid(check, payload):
             payload, corrupt_local = None, INVALID
         elif raw is not None and payload is None:
-            corrupt_local = DAMAGED
+            corrupt_local = _damage(raw, kind, key)
         if payload is not None:
             return Found(payload, LOCAL)
         if self.remote is None or not remote:
@@ -262,7 +273,7 @@ class Cache:
             return Found(corrupt_local=corrupt_local)
         found = unframe_signed(raw, kind, key)
         if found is None:
-            return Found(corrupt_local=corrupt_local, corrupt_remote=DAMAGED)
+            return Found(corrupt_local=corrupt_local, corrupt_remote=_damage(raw, kind, key))
         payload, signature = found
         refused = self.remote.refusal(kind, key, bytes_digest(payload), signature)
         if refused is None and _invalid(check, payload):
