@@ -121,3 +121,24 @@ def test_why_says_what_may_stop_early_and_the_build_stops_there(tiny_copy):
         if not v["task"].startswith("lower:"):
             assert any("may change" in r for r in v["reasons"]), v
     assert tiny_copy.doit("build:tiny").ran == {f"lower:tiny/{workload}"}
+
+
+def test_after_a_failed_build_in_the_other_layout_why_predicts_no_link(tiny_copy):
+    """A `layout=NCHW` build that failed (the record of `mean`, a workload of both layouts,
+    is stale there) left NCHW's manifest: `why` walked its workloads and predicted a link
+    that the next build, which restores the NCHWc partition first, does not run."""
+    from conftest import sampled_records
+
+    [rec] = sampled_records(tiny_copy, "tiny", "mean", 1)
+    records.save(tiny_copy.record("tiny", "mean"), rec)
+    tiny_copy.doit("build:tiny")
+    failed = tiny_copy.doit("build:tiny", "layout=NCHW", check=False)
+    assert failed.returncode != 0 and "stale record" in failed.output, failed.output
+    verdicts = _why(tiny_copy)
+    assert _predicted(verdicts, "run") == set(), verdicts
+    restored = _predicted(verdicts, "restore")
+    assert "partition:tiny" in restored, verdicts
+    run = tiny_copy.doit("build:tiny")
+    # doit prints partition as run (the outputs NCHW's declared are gone): it restores
+    assert run.ran == {"partition:tiny"}, run.output
+    assert run.from_cache == restored - {"partition:tiny"}, run.output

@@ -142,7 +142,10 @@ def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Ve
         reasons.append(f"upstream partition:{model} is restored with other graph objects")
     if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
         return Verdict(f"link:{model}", RUN, reasons or ["not built (or cleaned)"])
-    link = next(t for t in unit_tasks(ctx, model, kinds=("link",)))
+    # the link the build makes once partition is done: of the manifest partition leaves
+    # (restored from the cache after a failed build in another layout: not the one on disk)
+    link = next(t for t in unit_tasks(ctx, model, kinds=("link",),
+                                      man=part.manifest if part.repairs_only else None))
     status = _doit_status(ctx.project, link)
     if status is None or status.status == "run":
         # partition puts back exactly the files its manifest records (restored or rewritten)

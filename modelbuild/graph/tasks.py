@@ -112,10 +112,12 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     )
 
 
-def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link")):
-    """The lower, codegen and link tasks of one model, from its manifest."""
+def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
+               man: manifest_mod.Manifest | None = None):
+    """The lower, codegen and link tasks of one model, from its manifest (``man``: the one
+    partition will leave, where `why` knows it before the build; else the one on disk)."""
     layout = ctx.project.model(model)
-    man = manifest_mod.read(layout.manifest)
+    man = man or manifest_mod.read(layout.manifest)
     if man is None:
         raise BuildError(f"no manifest for model '{model}' at {layout.manifest}",
                          hint=f"run `doit partition:{model}` first")
