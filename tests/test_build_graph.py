@@ -15,6 +15,7 @@ from conftest import (
     make_project,
     model_inputs,
     onnx_output,
+    patched_env,
     reference_output,
     run_library,
     sha256,
@@ -143,27 +144,51 @@ def _timed_lines(proc, into: list) -> None:
         into.append((time.monotonic(), line.rstrip("\n")))
 
 
-def _at_once(project, *commands, after: str | None = None) -> list[str]:
-    """Run doit ``commands`` (argument lists) in the project at once (each next one as soon
-    as the first prints ``after``, if given); their outputs, once all ended with status 0."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each task line when it happens
+def _at_once(project, first: list[str], second: list[str]) -> list[str]:
+    """Run doit ``first`` and ``second`` in the project at once: ``second`` starts while
+    ``first`` holds the model's lock (held in its link, by a sitecustomize, until
+    ``second`` says it waits). Started on a line of ``first``'s output, ``second`` had come
+    after ``first``'s last second and waited for nothing. Their outputs, once both ended
+    with status 0."""
+    linking, go = project.root.parent / "linking", project.root.parent / "go"
+    gated = patched_env(project.root.parent / "site", f"""
+import time
+from pathlib import Path
+from modelbuild.steps import link
+_run = link.run
+def run(*args, **kwargs):
+    Path({str(linking)!r}).touch()
+    deadline = time.monotonic() + 600
+    while not Path({str(go)!r}).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _run(*args, **kwargs)
+link.run = run
+""")
     procs, lines, readers = [], [], []
-    for args in commands:
-        proc = subprocess.Popen([sys.executable, "-m", "doit", *args], cwd=project.root,
-                                stdout=subprocess.PIPE, env=env, stderr=subprocess.STDOUT,
-                                text=True)
-        out: list = []
-        reader = threading.Thread(target=_timed_lines, args=(proc, out))
-        reader.start()
-        procs.append(proc)
-        lines.append(out)
-        readers.append(reader)
-        while after and len(procs) == 1 and not any(after in text for _, text in out):
-            assert proc.poll() is None, f"the first run ended before printing {after!r}"
-            time.sleep(0.01)
-    for proc, reader in zip(procs, readers):
-        proc.wait(timeout=300)
-        reader.join()
+    try:
+        for args, env in ((first, gated), (second, dict(os.environ))):
+            env["PYTHONUNBUFFERED"] = "1"  # each task line when it happens
+            proc = subprocess.Popen([sys.executable, "-m", "doit", *args], cwd=project.root,
+                                    stdout=subprocess.PIPE, env=env, stderr=subprocess.STDOUT,
+                                    text=True)
+            out: list = []
+            reader = threading.Thread(target=_timed_lines, args=(proc, out))
+            reader.start()
+            procs.append(proc)
+            lines.append(out)
+            readers.append(reader)
+            waiting_for = linking if len(procs) == 1 else None
+            deadline = time.monotonic() + 300
+            while (not waiting_for.exists() if waiting_for else
+                   not any(WAITED in text for _, text in out)):
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    "\n".join(text for _, text in out)
+                time.sleep(0.01)
+    finally:
+        go.touch()
+        for proc, reader in zip(procs, readers):
+            proc.wait(timeout=300)
+            reader.join()
     outputs = ["\n".join(text for _, text in out) for out in lines]
     assert [p.returncode for p in procs] == [0] * len(procs), outputs
     return outputs
@@ -190,8 +215,7 @@ def test_two_runs_of_one_model_in_two_layouts_at_once_each_build_what_they_asked
     """They wrote the same files: the default run linked the NCHW run's graph with its own
     kernels, a library that does not load, with exit 0."""
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    nchw, blocked = _at_once(project, ["build:tiny", "layout=NCHW"], ["build:tiny"],
-                             after=".  partition:tiny")
+    nchw, blocked = _at_once(project, ["build:tiny", "layout=NCHW"], ["build:tiny"])
     assert WAITED in blocked and ".  partition:tiny" in blocked, blocked
     # the last to finish left its library: the blocked layout's, as a clean build makes it
     assert project.objects("tiny") == tiny_built.objects("tiny")
@@ -223,7 +247,7 @@ def test_runs_with_a_reporter_of_the_user_s_choice_take_turns_too(tiny_built, tm
     (`--reporter console`), two runs in two layouts wrote the same files at once."""
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     nchw, blocked = _at_once(project, ["--reporter", "console", "build:tiny", "layout=NCHW"],
-                             ["--reporter", "console", "build:tiny"], after=".  partition:tiny")
+                             ["--reporter", "console", "build:tiny"])
     assert WAITED in blocked and ".  partition:tiny" in blocked, blocked
     assert project.objects("tiny") == tiny_built.objects("tiny")
     x = model_inputs(project.root, "tiny")
@@ -328,20 +352,37 @@ def test_a_killed_parallel_run_gives_its_lock_back(tmp_path):
     import signal
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # a worker is held in the link (it had ended before a kill sent on a line of its output)
+    linking = tmp_path / "linking"
+    env = patched_env(tmp_path / "site", f"""
+import time
+from pathlib import Path
+from modelbuild.steps import link
+def run(*args, **kwargs):
+    Path({str(linking)!r}).touch()
+    time.sleep(600)
+link.run = run
+""")
     run = subprocess.Popen([sys.executable, "-m", "doit", "-n", "2", "build:tiny"],
-                           cwd=project.root, text=True, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for line in run.stdout:
-        if ".  partition:tiny" in line:
-            break
-    run.send_signal(signal.SIGKILL)
-    run.wait()
-    lock = project.root / "build" / ".tiny.lock"
-    deadline = time.monotonic() + 20
-    while not _free(lock):
-        assert time.monotonic() < deadline, "the killed run's workers still hold the lock"
-        time.sleep(0.2)
+                           cwd=project.root, text=True, env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not linking.exists():
+            assert run.poll() is None and time.monotonic() < deadline, "no link started"
+            time.sleep(0.01)
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        lock = project.root / "build" / ".tiny.lock"
+        deadline = time.monotonic() + 20
+        while not _free(lock):
+            assert time.monotonic() < deadline, "the killed run's workers still hold the lock"
+            time.sleep(0.2)
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)  # a worker still in the held link
+        except ProcessLookupError:
+            pass
     assert project.doit("build:tiny").ran  # and the next run builds
 
 

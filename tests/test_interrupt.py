@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import DoitRun, patched_env
@@ -16,21 +17,36 @@ from modelbuild.graph import actions
 
 
 def _interrupted_build(project, *args: str) -> tuple[int, str]:
-    """`doit build:tiny` interrupted as Ctrl-C does (SIGINT to its process group) once the
-    first lower step has started: (exit status, everything it printed)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    """`doit build:tiny` interrupted as Ctrl-C does (SIGINT to its process group) while a
+    lower step runs: (exit status, everything it printed). The step is held (a
+    sitecustomize wraps lower.lowered) until the Ctrl-C: sent once ".  lower:" was read,
+    it had come after the build's last half second, which had ended (exit 0)."""
+    lowering = project.root.parent / "lowering"
+    env = patched_env(project.root.parent / "site", f"""
+import time
+from pathlib import Path
+from modelbuild.steps import lower
+_lowered = lower.lowered
+def lowered(*args, **kwargs):  # held in the step until the Ctrl-C
+    Path({str(lowering)!r}).touch()
+    time.sleep(600)
+    return _lowered(*args, **kwargs)
+lower.lowered = lowered
+""")
+    env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "doit", *args, "build:tiny"], cwd=project.root,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith(".  lower:"):
-            os.killpg(proc.pid, signal.SIGINT)
-            break
-    seen.append(proc.stdout.read())
-    return proc.wait(timeout=120), "".join(seen)
+    deadline = time.monotonic() + 300
+    while not lowering.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no lower step started: {proc.stdout.read()}")
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    out = proc.stdout.read()
+    return proc.wait(timeout=120), out
 
 
 @pytest.mark.parametrize("jobs", [(), ("-n", "2")], ids=["serial", "n2"])

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import Project, sha256
+from conftest import Project, patched_env, sha256
 
 from modelbuild.graph import cache
 
@@ -176,16 +176,35 @@ def test_the_remote_going_down_mid_build_leaves_a_correct_build_and_one_warning(
         first = _checkout(tiny_built, tmp_path / "a")
         first.doit("build:tiny", env=remote.build_env())
         second = _checkout(tiny_built, tmp_path / "b")
+        # the build waits after its first remote hit (partition) until the store is down:
+        # the rest of it came from the remote in 0.15 s, before a polling test stopped it
+        hit, go = tmp_path / "first-remote-hit", tmp_path / "go"
+        gate = patched_env(tmp_path / "site", f"""
+import time
+from pathlib import Path
+from modelbuild.graph import cache
+_log = cache.Cache.log
+def log(self, event, kind, key, source=cache.LOCAL, why=""):
+    _log(self, event, kind, key, source, why)
+    if event == "hit" and source == cache.REMOTE and not Path({str(hit)!r}).exists():
+        Path({str(hit)!r}).touch()
+        deadline = time.monotonic() + 600
+        while not Path({str(go)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+cache.Cache.log = log
+""")
         proc = subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=second.root,
-                                env=remote.build_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                env={**remote.build_env(), "PYTHONPATH": gate["PYTHONPATH"]},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         events = second.root / "build" / f".cache-events.{proc.pid}"  # this run's log
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if events.is_file() and " remote" in events.read_text():
-                break  # the first step came from the remote: stop the store now
-            time.sleep(0.005)
-        server.stop()
+        deadline = time.monotonic() + 300
+        try:
+            while not hit.exists():
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.01)
+            server.stop()
+        finally:
+            go.touch()
         out, err = proc.communicate(timeout=300)
     finally:
         server.stop()

@@ -1,5 +1,6 @@
 """Watch mode: a warm process rebuilds on each edit and survives broken ones."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import time
 
 from conftest import assert_close, model_inputs, reference_output, run_library, sha256
 
+from modelbuild.core import atomic
 from modelbuild.schedules import records
 
 
@@ -17,7 +19,17 @@ class Watcher:
                                      cwd=project.root, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def stop(self) -> int:
+        """Ctrl-C; its exit status, once everything it printed is in ``lines`` (the reader
+        ends at the end of its output: without waiting for it, the last line was missing
+        when the reader had not been scheduled yet)."""
+        self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(timeout=60)
+        self.reader.join(timeout=60)
+        return code
 
     def _read(self):
         for line in self.proc.stdout:
@@ -48,14 +60,13 @@ def test_watch_rebuilds_on_edit_and_keeps_watching_after_a_broken_one(tiny_copy,
         good = sha256(tiny_copy.library("tiny"))
 
         ready = w.wait_for("watching ...", after=rebuilt)
-        tiny_copy.record("tiny", workload).write_text("{ not json")
+        atomic.write_text(tiny_copy.record("tiny", workload), "{ not json")
         failed = w.wait_for("build failed", after=ready + 1)
         assert any("invalid JSON" in line for line in w.lines[ready:failed])
         w.wait_for("watching ...", after=failed)
         assert w.proc.poll() is None and sha256(tiny_copy.library("tiny")) == good
     finally:
-        w.proc.send_signal(signal.SIGINT)
-        code = w.proc.wait(timeout=30)
+        code = w.stop()
     assert code == 0 and "watch: stopped" in w.lines[-1]
     # The watch used doit's own state: with the good record back, a plain doit run agrees
     # that what watch built is current (the broken build changed nothing).
@@ -89,19 +100,19 @@ def test_watch_reads_an_edited_declaration_and_a_model_file_outside_models(tmp_p
     try:
         first = w.wait_for("watching ...")
         assert manifest.read(man).inputs[0][1] == (1, 3, 16, 16)
-        toml.write_text(declaration.format(path=elsewhere / "dyn.onnx", batch=2))
+        atomic.write_text(toml, declaration.format(path=elsewhere / "dyn.onnx", batch=2))
         second = w.wait_for("watching ...", after=first + 1)
         assert ".  partition:dyn" in w.lines[first + 1:second]
         assert manifest.read(man).inputs[0][1] == (2, 3, 16, 16)
         x = model_inputs(project.root, "dyn")
         assert_close(run_library(project.library("dyn"), x), onnx_file_output(elsewhere / "dyn.onnx", x))
-        onnx.save(dyn(2), str(elsewhere / "dyn.onnx"))  # new weights, outside models/
+        onnx.save(dyn(2), str(tmp_path / "dyn.onnx"))  # new weights, outside models/,
+        os.replace(tmp_path / "dyn.onnx", elsewhere / "dyn.onnx")  # whole
         third = w.wait_for("watching ...", after=second + 1)
         assert ".  partition:dyn" in w.lines[second + 1:third]
         assert_close(run_library(project.library("dyn"), x), onnx_file_output(elsewhere / "dyn.onnx", x))
     finally:
-        w.proc.send_signal(signal.SIGINT)
-        w.proc.wait(timeout=30)
+        w.stop()
 
 
 def test_watch_rebuilds_on_an_edit_of_a_helper_outside_the_models_schedules(tiny_copy):
@@ -124,9 +135,8 @@ def test_watch_rebuilds_on_an_edit_of_a_helper_outside_the_models_schedules(tiny
     w = Watcher(tiny_copy)
     try:
         first = w.wait_for("watching ...")
-        helper.write_text("FACTOR = 4\n")
+        atomic.write_text(helper, "FACTOR = 4\n")  # whole: an emptied helper fails a build
         second = w.wait_for("watching ...", after=first + 1, timeout=60)
         assert f".  lower:tiny/{workload}" in w.lines[first + 1:second], w.lines
     finally:
-        w.proc.send_signal(signal.SIGINT)
-        w.proc.wait(timeout=30)
+        w.stop()
