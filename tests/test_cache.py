@@ -89,7 +89,7 @@ _run = link.run
 def run(objects, graph, library, *args, **kwargs):  # a's link waits for b's whole build
     if Path(library).name == "a.so":
         Path({str(linking)!r}).touch()
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while not Path({str(go)!r}).exists() and time.monotonic() < deadline:
             time.sleep(0.02)
     return _run(objects, graph, library, *args, **kwargs)
