@@ -128,7 +128,7 @@ def _damage(raw: bytes, kind: str, key: str) -> str:
     """Why an entry ``unframe_signed`` did not take is not used: MISFILED when its header is
     this format's, filed under another kind or key (intact, maybe: another step's entry),
     else DAMAGED."""
-    parts = raw.partition(b"\n")[0].split(b" ")
+    parts = raw[:1024].partition(b"\n")[0].split(b" ")  # a header line is ~300 bytes
     if len(parts) in (4, 5) and parts[0] == _MAGIC and parts[3] != _filed(kind, key):
         return MISFILED
     return DAMAGED
