@@ -29,11 +29,14 @@ def seed(text: str) -> int:
     return int(text)
 
 
-def sample_count(text: str) -> int:
-    count = positive(text)
-    if count > SAMPLES_MAX:
-        raise argparse.ArgumentTypeError(f"at most {SAMPLES_MAX} variants at a time, not {text}")
-    return count
+def _at_most(parse, maximum: int, what: str):
+    """``parse`` (positive, natural) refusing a number past ``maximum`` ("at most N what")."""
+    def check(text: str) -> int:
+        count = parse(text)
+        if count > maximum:
+            raise argparse.ArgumentTypeError(f"at most {maximum} {what}, not {text}")
+        return count
+    return check
 
 
 def port(text: str) -> int:
@@ -43,24 +46,15 @@ def port(text: str) -> int:
     return int(text)
 
 
-def runs(text: str) -> int:
-    count = positive(text)
-    if count > RUNS_MAX:
-        raise argparse.ArgumentTypeError(f"at most {RUNS_MAX} runs, not {text}")
-    return count
-
-
-def warmup(text: str) -> int:
-    count = natural(text)
-    if count > RUNS_MAX:
-        raise argparse.ArgumentTypeError(f"at most {RUNS_MAX} warm-up runs, not {text}")
-    return count
-
-
 def natural(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
     return int(text)
+
+
+sample_count = _at_most(positive, SAMPLES_MAX, "variants at a time")
+runs = _at_most(positive, RUNS_MAX, "runs")
+warmup = _at_most(natural, RUNS_MAX, "warm-up runs")
 
 
 def variant(text: str) -> str:
