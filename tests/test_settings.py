@@ -34,6 +34,9 @@ def test_environment_wins_over_pyproject_which_wins_over_the_default(tmp_path):
     assert from_env.get("remote-cache-timeout") == 7.0
     empty = settings.resolve(root, {"MODELBUILD_REMOTE_CACHE": ""})  # empty: unset
     assert empty.get("remote-cache") == "file:///a"
+    # an AWS secret key holds "/": urlsplit takes what follows it for the host and port
+    slash = "s3://AKIAEXAMPLE:wJalr/XUtnFEMI/K7MDENG@team/cache"
+    assert settings.resolve(root, {"MODELBUILD_REMOTE_CACHE": slash}).get("remote-cache") == slash
 
 
 def test_the_cache_dir_is_relative_to_the_root_from_pyproject_and_as_given_from_env(tmp_path):

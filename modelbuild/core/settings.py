@@ -63,7 +63,9 @@ def _url(value) -> str:
     shown = without_credentials(text)
     scheme, sep, rest = text.partition("://")
     try:
-        urlsplit(text).port  # a host such as "[" or a port past 65535 raises here
+        split = urlsplit(text)  # a host such as "[" raises here
+        if "@" not in text:  # a password may hold a "/", which urlsplit ends the host at
+            split.port  # a port past 65535 raises here
     except ValueError:
         sep = ""
     if not (sep and scheme.replace("+", "").isalnum() and rest):
