@@ -3,10 +3,10 @@
 A Ctrl-C that lands inside some of TVM's C++ calls (its pass infrastructure) comes back
 as a bare ``RuntimeError``: a step that falls back on an error (partition keeping a graph
 NCHW when TVM cannot carry the blocked layout) asks ``check()`` first, so that a Ctrl-C
-is never taken for TVM's reason. The build's step wrapper opens the ``noted()`` block
-(graph/actions.py); graph/interrupts.py makes the interrupted build's exit one line.
-A Python function TVM calls back (the VM's instrument, which times each kernel) turns a
-Ctrl-C into a ``RuntimeError`` too: ``stays_an_interrupt()`` gives it back.
+is never taken for TVM's reason; ``stays_an_interrupt()`` turns such an error back into
+the Ctrl-C it was, around a build step (graph/actions.py) and around the benchmark's VM
+runs (a Python function TVM calls back, the instrument, turns a Ctrl-C into one too).
+graph/interrupts.py makes the interrupted build's exit one line.
 """
 
 from __future__ import annotations

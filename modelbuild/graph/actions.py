@@ -86,17 +86,15 @@ def step(fn, *args):
     """Run one build step; a BuildError becomes a clean task failure (no traceback). A
     Ctrl-C stays a KeyboardInterrupt, even where TVM turned it into another error: it
     stops the build (interrupts.py), it is no failure of the step."""
-    with interrupts.noted() as interrupted:
-        try:
+    try:
+        with interrupts.stays_an_interrupt():
             fn(*args)
-        except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
-            if interrupted():
-                raise KeyboardInterrupt from None
-            if isinstance(err, BuildError):
-                return TaskFailed(str(err))
-            if is_machine_error(err):
-                return TaskFailed(machine_error(err, _where(fn, args)))
-            return TaskFailed(internal_error(err, _where(fn, args)))
+    except Exception as err:  # noqa: BLE001 - reported in words, never as a traceback
+        if isinstance(err, BuildError):
+            return TaskFailed(str(err))
+        if is_machine_error(err):
+            return TaskFailed(machine_error(err, _where(fn, args)))
+        return TaskFailed(internal_error(err, _where(fn, args)))
     return None
 
 

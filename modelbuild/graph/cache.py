@@ -53,7 +53,7 @@ from ..core.errors import BuildError
 from ..core.digits import is_decimal
 from ..core.layout import Project
 from . import kinds
-from .remote import FORGED, UNSIGNED, RemoteStore
+from .remote import FORGED, HEADER_BYTES, UNSIGNED, RemoteStore
 
 ENV = settings.BY_KEY["cache-dir"].env
 _MAGIC = b"modelbuild-cache/3"
@@ -81,11 +81,18 @@ def _filed(kind: str, key: str) -> bytes:
     return f"{kind}/{key}".encode()
 
 
+def _fields(line: bytes) -> list[bytes] | None:
+    """The fields of a header line of this format (magic, sha256, size, kind/key[,
+    signature]); None for any other line."""
+    parts = line.split(b" ")
+    return parts if len(parts) in (4, 5) and parts[0] == _MAGIC else None
+
+
 def _header(line: bytes, kind: str, key: str) -> tuple[str, bytes, str | None] | None:
     """(payload sha256, payload size as written, signature or None) of a header line of
     this format filed as ``kind``/``key``; None for any other line."""
-    parts = line.split(b" ")
-    if len(parts) not in (4, 5) or parts[0] != _MAGIC or parts[3] != _filed(kind, key):
+    parts = _fields(line)
+    if parts is None or parts[3] != _filed(kind, key):
         return None
     return (parts[1].decode(errors="replace"), parts[2],
             parts[4].decode(errors="replace") if len(parts) == 5 else None)
@@ -128,10 +135,8 @@ def _damage(raw: bytes, kind: str, key: str) -> str:
     """Why an entry ``unframe_signed`` did not take is not used: MISFILED when its header is
     this format's, filed under another kind or key (intact, maybe: another step's entry),
     else DAMAGED."""
-    parts = raw[:1024].partition(b"\n")[0].split(b" ")  # a header line is ~300 bytes
-    if len(parts) in (4, 5) and parts[0] == _MAGIC and parts[3] != _filed(kind, key):
-        return MISFILED
-    return DAMAGED
+    parts = _fields(raw[:HEADER_BYTES].partition(b"\n")[0])
+    return MISFILED if parts is not None and parts[3] != _filed(kind, key) else DAMAGED
 
 
 def _earlier_format(raw: bytes | None) -> bool:
