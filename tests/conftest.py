@@ -120,6 +120,26 @@ def patched_env(folder: Path, source: str) -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
 
 
+def held_env(folder: Path, module: str, name: str, flag: Path, go: Path | None = None) -> dict:
+    """An environment (patched_env) in which ``module.name`` (a step's function) touches
+    ``flag`` when called, then waits: until ``go`` exists (at most 600 s), then runs; without
+    ``go``, until a signal ends the process. A test acts on the build while it is held
+    there, however slow the machine, instead of on a line of its output."""
+    wait = (f"    deadline = time.monotonic() + 600\n"
+            f"    while not Path({str(go)!r}).exists() and time.monotonic() < deadline:\n"
+            f"        time.sleep(0.02)\n" if go is not None else "    time.sleep(600)\n")
+    return patched_env(folder, f"""
+import time
+from pathlib import Path
+from {module} import {name} as _held
+import {module} as _module
+def {name}(*args, **kwargs):
+    Path({str(flag)!r}).touch()
+{wait}    return _held(*args, **kwargs)
+_module.{name} = {name}
+""")
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -14,8 +14,8 @@ from conftest import (
     assert_close,
     make_project,
     model_inputs,
+    held_env,
     onnx_output,
-    patched_env,
     reference_output,
     run_library,
     sha256,
@@ -151,19 +151,7 @@ def _at_once(project, first: list[str], second: list[str]) -> list[str]:
     after ``first``'s last second and waited for nothing. Their outputs, once both ended
     with status 0."""
     linking, go = project.root.parent / "linking", project.root.parent / "go"
-    gated = patched_env(project.root.parent / "site", f"""
-import time
-from pathlib import Path
-from modelbuild.steps import link
-_run = link.run
-def run(*args, **kwargs):
-    Path({str(linking)!r}).touch()
-    deadline = time.monotonic() + 600
-    while not Path({str(go)!r}).exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return _run(*args, **kwargs)
-link.run = run
-""")
+    gated = held_env(project.root.parent / "site", "modelbuild.steps.link", "run", linking, go)
     procs, lines, readers = [], [], []
     try:
         for args, env in ((first, gated), (second, dict(os.environ))):
@@ -354,15 +342,7 @@ def test_a_killed_parallel_run_gives_its_lock_back(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     # a worker is held in the link (it had ended before a kill sent on a line of its output)
     linking = tmp_path / "linking"
-    env = patched_env(tmp_path / "site", f"""
-import time
-from pathlib import Path
-from modelbuild.steps import link
-def run(*args, **kwargs):
-    Path({str(linking)!r}).touch()
-    time.sleep(600)
-link.run = run
-""")
+    env = held_env(tmp_path / "site", "modelbuild.steps.link", "run", linking)
     run = subprocess.Popen([sys.executable, "-m", "doit", "-n", "2", "build:tiny"],
                            cwd=project.root, text=True, env=env, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

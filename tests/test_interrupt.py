@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import DoitRun, patched_env
+from conftest import DoitRun, held_env, patched_env
 from doit.exceptions import TaskFailed
 
 from modelbuild.graph import actions
@@ -22,17 +22,7 @@ def _interrupted_build(project, *args: str) -> tuple[int, str]:
     sitecustomize wraps lower.lowered) until the Ctrl-C: sent once ".  lower:" was read,
     it had come after the build's last half second, which had ended (exit 0)."""
     lowering = project.root.parent / "lowering"
-    env = patched_env(project.root.parent / "site", f"""
-import time
-from pathlib import Path
-from modelbuild.steps import lower
-_lowered = lower.lowered
-def lowered(*args, **kwargs):  # held in the step until the Ctrl-C
-    Path({str(lowering)!r}).touch()
-    time.sleep(600)
-    return _lowered(*args, **kwargs)
-lower.lowered = lowered
-""")
+    env = held_env(project.root.parent / "site", "modelbuild.steps.lower", "lowered", lowering)
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "doit", *args, "build:tiny"], cwd=project.root,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
