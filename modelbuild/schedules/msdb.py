@@ -69,7 +69,7 @@ def validate_files(work_dir: Path) -> None:
         if not path.is_file():  # a pipe's read would wait forever, /dev/zero's never end
             raise BuildError(f"{name} is not a regular file (a folder, a pipe or a device): "
                              f"a MetaSchedule database has {WORKLOAD_FILE} and {RECORD_FILE}",
-                             file=path)
+                             file=path, hint="give the work_dir that MetaSchedule tuning wrote")
         try:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as err:
