@@ -10,11 +10,14 @@ from pathlib import Path
 
 from doit import get_var
 
+from modelbuild.core import collector
 from modelbuild.graph.doit_state import make_build_dir, set_aside_if_damaged
 from modelbuild.graph.reporter import ModelbuildReporter
 from modelbuild.graph.tasks import BuildGraph
 
 ROOT = Path(__file__).resolve().parent
+# A build process ends when its tasks do: Python's last collections need not walk its objects.
+collector.no_final_walk()
 # doit keeps its state in build/, which must exist before doit opens it.
 make_build_dir(ROOT / "build")
 set_aside_if_damaged(ROOT / "build" / ".doit.db")  # a damaged one: one warning, a new one

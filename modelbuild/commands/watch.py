@@ -94,7 +94,9 @@ def rebuild(project: Project, model: str, choice: registry.Choice) -> tuple[int,
 def watch(project: Project, model: str, choice: registry.Choice = registry.Choice(),
           bench: bool = False,
           interval: float = 0.05) -> int:
-    import tvm  # noqa: F401  - loaded once, for every rebuild to come
+    from ..core import collector
+
+    collector.import_tvm()  # loaded once, for every rebuild to come
 
     from ..measure.latency import library_latency, model_inputs
 

@@ -30,7 +30,7 @@ from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
-from ..core import atomic
+from ..core import atomic, collector
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
@@ -187,7 +187,7 @@ def build_task(ctx: Context, model: str) -> Task:
 
 
 def _import_tvm() -> None:
-    import tvm  # noqa: F401
+    collector.import_tvm()
 
 
 def warm_task(ctx: Context, model: str) -> Task:

@@ -164,8 +164,9 @@ def run_step(step: str, expected: dict, args: dict) -> bytes:
 
 def warm() -> None:
     """Import what the steps need, once, before a worker takes its first step."""
-    import tvm  # noqa: F401
+    from ..core import collector
 
+    collector.import_tvm()
     from ..steps import codegen, lower, partition  # noqa: F401
 
     _loaded_other_code()  # the files as this process loaded them

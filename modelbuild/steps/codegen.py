@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core import atomic, free_space
+from ..core import atomic, collector, free_space
 from ..core.errors import BuildError, summarize
 from ..core.workloads import load_json
 from ..targets.registry import TargetSpec
@@ -21,7 +21,7 @@ from ..targets.registry import TargetSpec
 
 def compile_to(lowered: bytes, out_file: Path, target_spec: TargetSpec, name: str) -> None:
     """Write the artifact of the scheduled TIR ``lowered`` (lower's output) to ``out_file``."""
-    import tvm
+    tvm = collector.import_tvm()
 
     func = load_json(lowered.decode("utf-8"))
     # tvm.compile's AttachGlobalSymbol names each kernel after its global var.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core import atomic
+from ..core import atomic, collector
 from ..core.workloads import load_json
 from ..schedules.active import Active
 from ..targets.registry import TargetSpec
@@ -23,7 +23,7 @@ from ..targets.registry import TargetSpec
 def lowered(workload: bytes, record: Active, target_spec: TargetSpec, name: str) -> bytes:
     """``name``'s scheduled TIR, from its TIR (``workload``, as partition wrote it) and its
     active record, read once (``schedules.active.active``)."""
-    import tvm
+    tvm = collector.import_tvm()
 
     func = load_json(workload.decode("utf-8"))
     return tvm.ir.save_json(record.apply(func, target_spec)).encode("utf-8")

@@ -13,7 +13,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..core import atomic, free_space, manifest, onnx_files
+from ..core import atomic, collector, free_space, manifest, onnx_files
 from ..core.digest import file_digest
 from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
@@ -395,7 +395,7 @@ def _beside(work):
 def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
         target_spec: TargetSpec) -> None:
     """Partition the model ``spec`` declares, from its bytes as read for the step's key."""
-    import tvm
+    tvm = collector.import_tvm()
 
     from ..core.workloads import structural_hash
 
