@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from conftest import (assert_close, model_inputs, onnx_output, run_library, sha256,
+from conftest import (assert_close, model_inputs, onnx_output, patched_env, run_library, sha256,
                       tiny_conv_workload)
 from onnx import numpy_helper
 
@@ -224,3 +224,32 @@ def test_doit_s_state_or_the_event_log_as_a_folder_is_no_traceback(tiny_copy, na
     assert "Traceback" not in run.output and "link:tiny" in run.ran, run
     if name == ".doit.db":  # set aside as a damaged one is
         assert "is damaged (not a regular file" in run.stderr, run
+
+
+def test_a_clean_build_reads_partition_s_files_once_to_hash_them(tiny_project, tmp_path):
+    """partition hashes each file it writes for its manifest and records the file as
+    verified: the check of its output and the link take the digest from that memo instead
+    of reading the file again (resnet50's graph object, its weights, is ~50 MB)."""
+    log = tmp_path / "hashed.log"
+    env = patched_env(tmp_path / "site", f"""
+import modelbuild.core.digest as _digest
+_file_digest = _digest.file_digest
+def file_digest(path):
+    with open({str(log)!r}, "a") as f:
+        f.write(str(path) + "\\n")
+    return _file_digest(path)
+_digest.file_digest = file_digest
+""")
+    tiny_project.doit("build:tiny", env=env)
+    root = tiny_project.root
+    hashed = [str((root / p).resolve().relative_to(root)) for p in log.read_text().splitlines()]
+    part = root / "build" / "tiny" / "partition"
+    outputs = sorted(str(p.relative_to(root)) for p in part.rglob("*")
+                     if p.is_file() and not p.name.startswith("manifest.msgpack"))
+    assert any("/graph/" in p for p in outputs) and len(outputs) > 3
+    assert {p: hashed.count(p) for p in outputs} == {p: 1 for p in outputs}
+    memo = json.loads((part.parent / "partition.checked").read_text())
+    linked = json.loads((part.parent / "tiny.so.stamp").read_text())["linked_from"]
+    for path in (p for p in outputs if "/graph/" in p):
+        assert memo[path][1] == linked[path][1] == sha256(root / path)
+    _assert_matches_onnxruntime(tiny_project)

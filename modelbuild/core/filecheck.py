@@ -47,6 +47,14 @@ def matches(path: Path, digest: str, checked: dict) -> bool | None:
     return ok
 
 
+def hashed(path: Path) -> tuple[str, list[int] | None]:
+    """The sha256 of ``path``, and its signature when the file stayed the same while it was
+    read (else None): an entry for ``checked``, [signature, sha256], of the file just hashed."""
+    before = signature(path)
+    digest = file_digest(path)
+    return digest, before if before is not None and signature(path) == before else None
+
+
 def read_checked(memo: Path) -> dict:
     """The paths last verified, from the memo file ``memo`` ({} when none or unreadable)."""
     try:

@@ -61,6 +61,12 @@ class ModelLayout:
         return self.dir / "partition"
 
     @property
+    def partition_checked(self) -> Path:
+        """The memo of partition's files as last verified ({path: [signature, sha256]},
+        core/filecheck.py), beside the partition folder, not in it (it is no output)."""
+        return self.dir / "partition.checked"
+
+    @property
     def graph_dir(self) -> Path:
         """Objects of the VM executable (bytecode and constants) of the graph."""
         return self.dir / "partition" / "graph"

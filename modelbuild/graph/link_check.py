@@ -26,13 +26,16 @@ from . import doit_state, fingerprint
 
 
 def linked(run, artifacts: list[Path], graph: list[Path], library: Path, target_spec,
-           config: dict) -> None:
+           config: dict, checked: Path | None = None) -> None:
     """Link (``run``, steps/link.py) and stamp the library with its digest and its inputs'.
     The inputs are read before the link; one replaced while the link ran (another build of
-    the project at the same time) leaves the library unstamped, so the next build relinks."""
+    the project at the same time) leaves the library unstamped, so the next build relinks.
+    ``checked``: the memo of files partition's check verified (the graph's objects), whose
+    digests are taken as the library's own records are, for files still as they were."""
     inputs = [*artifacts, *graph]
     previous = (fingerprint.read_stamp(library) or {}).get("linked_from")
-    before = _state(inputs, previous if isinstance(previous, dict) else {})
+    verified = filecheck.read_checked(checked) if checked is not None else {}
+    before = _state(inputs, previous if isinstance(previous, dict) else {}, verified)
     fingerprint.stamp_path(library).unlink(missing_ok=True)
     run(artifacts, graph, library, target_spec)
     # another build of the project may have replaced an input meanwhile: with the same bytes
@@ -45,18 +48,18 @@ def linked(run, artifacts: list[Path], graph: list[Path], library: Path, target_
     record(library, config, after)
 
 
-def _state(inputs: list[Path], previous: dict) -> dict:
-    """{path: [signature, sha256]} of ``inputs`` now; one whose signature ``previous``
+def _state(inputs: list[Path], *known: dict) -> dict:
+    """{path: [signature, sha256]} of ``inputs`` now; one whose signature a ``known`` map
     recorded keeps the digest recorded with it, unread."""
     out = {}
     for path in inputs:
         sig = filecheck.signature(path)
-        old = previous.get(str(path))
         if sig is None:
             raise BuildError(f"the link's input {path} is missing",
                              hint="run the build again: the step that makes it reruns")
-        out[str(path)] = old if isinstance(old, list) and old[:1] == [sig] else \
-            [sig, file_digest(path)]
+        same = (old for memo in known if isinstance(old := memo.get(str(path)), list)
+                and len(old) == 2 and old[0] == sig and isinstance(old[1], str))
+        out[str(path)] = next(same, None) or [sig, file_digest(path)]
     return out
 
 

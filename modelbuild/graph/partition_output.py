@@ -28,8 +28,6 @@ from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 
 MANIFEST = "manifest.msgpack"
-CHECKED = "partition.checked"  # beside the partition folder, not in it: the files last
-# verified (a memo of file times; partition's own files stay the same for the same model)
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class PartitionOutput:
         man = manifest_mod.read(self.layout.manifest)
         if man is None:
             return [f"no readable manifest at {self.layout.manifest}"]
-        memo = self.layout.partition_dir.parent / CHECKED
+        memo = self.layout.partition_checked
         checked = filecheck.read_checked(memo)
         before = dict(checked)
         out = []

@@ -13,8 +13,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..core import atomic, collector, free_space, manifest, onnx_files
-from ..core.digest import file_digest
+from ..core import atomic, collector, filecheck, free_space, manifest, onnx_files
 from ..core.errors import BuildError, summarize
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec, check_exists
@@ -423,6 +422,7 @@ def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
     calls = calls_of(fused)
     written = ([layout.workload(n) for n in funcs] + variant_files
                + [layout.graph_dir / o for o in objects])
+    digests = {path: filecheck.hashed(path) for path in written}
     manifest.write(layout.manifest, manifest.Manifest(
         model=spec.name,
         workloads=tuple(manifest.Workload(n, hashes[n], calls.get(n, 0)) for n in funcs),
@@ -432,6 +432,10 @@ def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
         layout_changes=layout_changes,
         provenance_error=error,
         external_data=external,
-        outputs=tuple((str(p.relative_to(layout.partition_dir)), p.stat().st_size, file_digest(p))
+        outputs=tuple((str(p.relative_to(layout.partition_dir)), p.stat().st_size, digests[p][0])
                       for p in written),
     ))
+    # The check of the step's output (graph/partition_output.py) reads what this hashed
+    # from the memo, not the files again (the graph's weights are ~50 MB for resnet50).
+    filecheck.write_checked(layout.partition_checked, {
+        str(path): [sig, digest] for path, (digest, sig) in digests.items() if sig is not None})
