@@ -27,3 +27,18 @@ print("ok", frozen)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
+
+
+def test_the_exit_freeze_is_registered_once_however_often_dodo_loads():
+    """`watch` loads dodo.py for every rebuild: one exit handler, not one per rebuild."""
+    code = """
+import atexit, gc
+from modelbuild.core import collector
+before = atexit._ncallbacks()
+for _ in range(5):
+    collector.no_final_walk()
+print(atexit._ncallbacks() - before)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["1"], proc.stdout + proc.stderr

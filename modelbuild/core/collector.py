@@ -47,5 +47,7 @@ def import_tvm():
 
 def no_final_walk() -> None:
     """Freeze every object when the process exits (the last exit handler to run, when
-    called before the others register): Python's final collections walk nothing."""
+    called before the others register): Python's final collections walk nothing. Once
+    per process, however often dodo.py is loaded (`watch` loads it for every rebuild)."""
+    atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)
