@@ -4,9 +4,9 @@ that live as long as the process.
 A full collection walks every object the process holds. Importing TVM makes hundreds of
 thousands of them (its modules, functions, registries) and the collector runs full
 collections while the import makes them; Python also runs full collections as it exits.
-In a clean build of resnet50 these walks took about 0.3 s (0.1 s inside ``import tvm``,
-0.2 s after the build ended), each one over objects that could never be garbage before
-the process ends. So:
+In a clean build of resnet50 these walks took about 0.35 s of CPU (0.14 s inside ``import
+tvm``, 0.2 s after the build ended; perf, bench/README.md), each one over objects that
+could never be garbage before the process ends. So:
 
 - ``import_tvm()`` imports TVM with the collector paused, then freezes what exists
   (``gc.freeze``): later collections walk only what was made after it. The frozen
