@@ -54,10 +54,12 @@ def tracker(tmp_path_factory):
     spawn(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", "9190",
            "--port-end", "9990"], "tracker.log")
     port = _bound_port(logs / "tracker.log", procs[0])
+    # each server its own range: TVM's server binds with SO_REUSEADDR, so two started at
+    # once could both bind the first port, and the second then failed to listen on it
     for i in range(2):
         spawn(["tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", KEY,
-               "--host", "127.0.0.1", "--port", "10000", "--port-end", "10800"],
-              f"server{i}.log")
+               "--host", "127.0.0.1", "--port", str(10000 + 400 * i),
+               "--port-end", str(10400 + 400 * i)], f"server{i}.log")
     try:
         deadline = time.monotonic() + 120
         while True:
