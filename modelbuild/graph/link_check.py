@@ -57,8 +57,8 @@ def _state(inputs: list[Path], *known: dict) -> dict:
         if sig is None:
             raise BuildError(f"the link's input {path} is missing",
                              hint="run the build again: the step that makes it reruns")
-        same = (old for memo in known if isinstance(old := memo.get(str(path)), list)
-                and len(old) == 2 and old[0] == sig and isinstance(old[1], str))
+        same = (entry for memo in known
+                if _digest(entry := memo.get(str(path))) and entry[0] == sig)
         out[str(path)] = next(same, None) or [sig, file_digest(path)]
     return out
 
