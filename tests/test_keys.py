@@ -24,7 +24,7 @@ from conftest import (
 from onnx_models import tiny_model
 
 from modelbuild.core import manifest
-from modelbuild.graph import code, environment
+from modelbuild.steps import code, environment
 
 SHELL_CC = """#!/bin/sh
 # A C compiler of another name and version: gcc underneath.

@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-from modelbuild.graph import code
+from modelbuild.steps import code
 
 PACKAGE = code.PACKAGE
 # Lowest first: a module may import its own layer and the layers before it.

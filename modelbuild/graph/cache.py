@@ -52,7 +52,7 @@ from ..core.digest import bytes_digest
 from ..core.errors import BuildError
 from ..core.digits import is_decimal
 from ..core.layout import Project
-from . import kinds
+from ..steps import kinds
 from .remote import FORGED, HEADER_BYTES, UNSIGNED, RemoteStore
 
 ENV = settings.BY_KEY["cache-dir"].env

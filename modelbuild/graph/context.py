@@ -13,9 +13,9 @@ from ..core.errors import BuildError
 from ..core.layout import Project
 from ..core.models import ModelSpec
 from ..core.passes import PASSES, default_layout
+from ..steps import code, environment
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import code, environment
 from . import executor as executor_mod
 from .cache import Cache
 from .executor import Executor

@@ -11,10 +11,10 @@ from ..core import atomic
 from ..core.errors import BuildError
 from ..schedules.active import Active
 from ..steps import lower
+from ..steps.partition_output import PartitionOutput, entry_problem
 from ..targets.registry import TargetSpec
 from . import worker
 from .executor import Executor
-from .partition_output import PartitionOutput, entry_problem
 
 
 def _partition_on(executor: Executor, source, spec, layout, target: TargetSpec) -> None:

@@ -19,10 +19,10 @@ import msgpack
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
+from ..steps.partition_output import MANIFEST
 from . import doit_state, fingerprint, link_check
 from .cached_step import CURRENT, RESTORE, RUN, Decision
 from .context import Context, load_context
-from .partition_output import MANIFEST
 from .reasons import config_changes, file_reasons
 from .step_builders import codegen_step, lower_step, partition_step
 from .tasks import unit_tasks

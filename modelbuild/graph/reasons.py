@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..core.layout import ModelLayout
 from ..schedules.changes import record_changes
-from . import environment, fingerprint
+from ..steps import environment
+from . import fingerprint
 from .cache import REMOTE
 from .cached_step import RESTORE, RUN, Decision, Step
 

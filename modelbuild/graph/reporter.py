@@ -28,7 +28,8 @@ from rich.progress import (
 
 from ..core import manifest as manifest_mod
 from ..core.layout import Project
-from . import build_lock, cache, kinds
+from ..steps import kinds
+from . import build_lock, cache
 from .cached_step import restored_from_cache
 
 _KINDS = kinds.NAMES  # partition, lower, codegen, link

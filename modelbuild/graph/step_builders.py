@@ -12,11 +12,12 @@ from ..core import onnx_files
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import ModelLayout
 from ..core.models import ModelSpec, check_exists
-from . import fingerprint, kinds, reasons
+from ..steps import kinds
+from ..steps.partition_output import PartitionOutput
+from . import fingerprint, reasons
 from .cache_entries import LoweredOutput, ObjectOutput
 from .cached_step import Step
 from .context import Context
-from .partition_output import PartitionOutput
 
 
 def _stamped_external(layout: ModelLayout, onnx_digest: str) -> tuple[str, ...] | None:

@@ -36,13 +36,13 @@ from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
 from ..schedules.active import located
 from ..steps import codegen, link, partition
+from ..steps.kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
 from . import (bench_task, build_lock, cache, doit_state, doit_workers, fingerprint, interrupts,
                link_check, model_errors)
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
 from .executor_steps import _codegen_on, _lower, _lower_on, _partition_on
-from .kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
 from .step_builders import codegen_step, lower_step, partition_current, partition_step
 
 # Context, load_context and partition_current are imported from here by commands.

@@ -31,7 +31,7 @@ EVALUATOR = {"number": 3, "repeat": 1, "min_repeat_ms": 100,  # MetaSchedule's d
 
 def identity() -> dict:
     """TVM (with tvm-ffi) and the digest of the code a tuning worker runs."""
-    from . import code, environment
+    from ..steps import code, environment
 
     return {"tvm": environment.tvm_identity(), "code": code.digest(code.closure((ROOT,)))}
 

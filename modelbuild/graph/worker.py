@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..core.errors import BuildError
-from . import kinds
+from ..steps import kinds
 
 
 class RemoteStepError(Exception):
@@ -35,7 +35,7 @@ class RemoteStepError(Exception):
 def identity(step: str, target_sources: tuple[str, ...]) -> dict:
     """What must be the same on the worker and in the doit process for ``step``: TVM with
     tvm-ffi (versions, libraries) and the digest of modelbuild's code for the step."""
-    from . import code, environment
+    from ..steps import code, environment
 
     checked_as = "codegen" if step == "noop" else step  # the no-op pays codegen's check
     return {"tvm": environment.tvm_identity(),
@@ -43,7 +43,7 @@ def identity(step: str, target_sources: tuple[str, ...]) -> dict:
 
 
 def describe(ident: dict) -> str:
-    from . import environment
+    from ..steps import environment
 
     return f"{environment.describe(ident.get('tvm'))}, modelbuild code {str(ident.get('code'))[:12]}"
 
@@ -75,7 +75,7 @@ def _partition(folder: Path, args: dict) -> bytes:
 
     from ..core.layout import Project
     from ..steps import partition
-    from .partition_output import PartitionOutput
+    from ..steps.partition_output import PartitionOutput
 
     layout = Project(folder).model(args["spec"].name)
     said = io.StringIO()
@@ -95,7 +95,7 @@ STEPS = {kinds.PARTITION.name: _partition, kinds.LOWER.name: _lower,
 
 def _package_files() -> tuple:
     """(path, size, mtime) of each of modelbuild's source files, as they are on disk now."""
-    from .code import PACKAGE
+    from ..steps.code import PACKAGE
 
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -435,7 +435,7 @@ def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
         outputs=tuple((str(p.relative_to(layout.partition_dir)), p.stat().st_size, digests[p][0])
                       for p in written),
     ))
-    # The check of the step's output (graph/partition_output.py) reads what this hashed
+    # The check of the step's output (partition_output.py) reads what this hashed
     # from the memo, not the files again (the graph's weights are ~50 MB for resnet50).
     filecheck.write_checked(layout.partition_checked, {
         str(path): [sig, digest] for path, (digest, sig) in digests.items() if sig is not None})

@@ -4,7 +4,7 @@ Per model M: partition:M -> lower:M/<w> -> codegen:M/<w> -> link:M (then build:M
 bench:M on request). Each entry names the doit basename, the cache section its outputs
 are kept in (on-disk names: they are part of cache paths, so "lowered" and "object"
 stay), the step module whose code (with everything it imports) decides its output, the
-doit doc string, and the kind it runs after. The task creators (tasks.py), the reporter,
+doit doc string, and the kind it runs after. The task creators (graph/tasks.py), the reporter,
 the code digests (code.py) and the worker read this table instead of their own lists.
 """
 
