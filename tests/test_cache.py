@@ -19,7 +19,7 @@ from conftest import (
 from onnx_models import repeated_conv_model, tiny_model
 
 from modelbuild.core.layout import Project as Layout
-from modelbuild.graph import cache
+from modelbuild.cache import store as cache
 
 
 def _cache_cli(project, *args, env=None):

@@ -19,7 +19,7 @@ import pytest
 from conftest import Project, cli, sha256
 from test_remote_cache import _checkout, _file_remote, _s3_remote, s3_endpoint  # noqa: F401
 
-from modelbuild.graph import cache
+from modelbuild.cache import entry_format as cache
 
 os.environ.pop("MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None)
 MANIFEST = "manifest.msgpack"

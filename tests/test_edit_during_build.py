@@ -19,7 +19,7 @@ from onnx_models import tiny_model
 from modelbuild.core import regular_file
 from modelbuild.core.layout import Project as Layout
 from modelbuild.graph import fingerprint
-from modelbuild.graph.cache import Cache
+from modelbuild.cache.store import Cache
 from modelbuild.graph.cached_step import Step
 from modelbuild.schedules import records
 

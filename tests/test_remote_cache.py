@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import Project, patched_env, sha256
 
-from modelbuild.graph import cache
+from modelbuild.cache import entry_format as cache
 
 KINDS = ("partition", "lowered", "object")
 
@@ -182,7 +182,7 @@ def test_the_remote_going_down_mid_build_leaves_a_correct_build_and_one_warning(
         gate = patched_env(tmp_path / "site", f"""
 import time
 from pathlib import Path
-from modelbuild.graph import cache
+from modelbuild.cache import store as cache
 _log = cache.Cache.log
 def log(self, event, kind, key, source=cache.LOCAL, why=""):
     _log(self, event, kind, key, source, why)

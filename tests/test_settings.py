@@ -14,7 +14,7 @@ from onnx_models import tiny_model
 from modelbuild.core import settings
 from modelbuild.core.errors import BuildError
 from modelbuild.core.layout import Project
-from modelbuild.graph import cache
+from modelbuild.cache import store as cache
 
 
 def _project(tmp_path, table: str = ""):

@@ -36,9 +36,9 @@ class BuildRun:
 def cache_hits(project: Project, run: int) -> int | None:
     """Cache hits of doit run ``run`` (its main process's pid), None when it logged none.
     Its own log: another build of the project at the same time counts its own."""
-    from ..graph import cache
+    from ..cache import events
 
-    counts = cache.last_run(project, run)
+    counts = events.last_run(project, run)
     return None if counts is None else counts["hit"]
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ..core import settings, signing
+from ..cache import events, signing
+from ..cache.store import Cache
+from ..core import settings
 from ..core.errors import BuildError
 from ..core.units import format_size, parse_size
-from ..graph import cache
 from . import options
 from .output import console
 from .workspace import project_of
@@ -48,7 +49,7 @@ def run(args) -> int:
     if args.action == "keygen":
         return keygen(args.folder)
     project = project_of(args)
-    store = cache.Cache.of(project)
+    store = Cache.of(project)
     if store.root.exists() and not store.root.is_dir():
         raise BuildError("not a folder: the artifact cache cannot be there", file=store.root,
                          hint="point MODELBUILD_CACHE (or cache-dir) at a folder, or move "
@@ -72,7 +73,7 @@ def run(args) -> int:
     kinds: dict[str, list[int]] = {}
     for path, size, _ in entries:
         kinds.setdefault(path.parent.parent.name, []).append(size)
-    last = cache.last_run(project)
+    last = events.last_run(project)
     stats = {"location": str(store.root), "entries": len(entries),
              "remote": ({"url": settings.without_credentials(store.remote.url),
                          "mode": store.remote.mode,

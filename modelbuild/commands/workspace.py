@@ -109,7 +109,7 @@ def partitioned(project: Project, model: str,
     the model was never partitioned, a `doit partition:<model>` (what the first build
     does anyway); otherwise (partitioned for another target, or the model changed since)
     a private partition in a temporary folder, gone when the command ends."""
-    from ..graph.cache import Cache
+    from ..cache.store import Cache
     from ..graph.tasks import Context, partition_current
 
     layout = model_layout(project, model)

@@ -4,10 +4,10 @@ in the ``[tool.modelbuild]`` table of the project's pyproject.toml, else its def
     [tool.modelbuild]
     cache-dir = "/var/cache/modelbuild"   # the artifact cache (default build/.cache)
     targets = ["my_targets"]               # modules that register extra targets
-    remote-cache = "s3://bucket/prefix"    # a shared cache tier (graph/remote.py)
+    remote-cache = "s3://bucket/prefix"    # a shared cache tier (cache/remote.py)
     remote-cache-mode = "read"             # or "read-write"
     remote-cache-timeout = 10              # seconds per remote request
-    remote-cache-public-key = "keys/remote-cache.pub"  # verify remote entries (core/signing.py)
+    remote-cache-public-key = "keys/remote-cache.pub"  # verify remote entries (cache/signing.py)
     executor = "tcp://host:8786"           # a Dask scheduler running lower and codegen
 
 Every setting is one ``Setting`` in ``SETTINGS`` (its key, its environment variable, its
@@ -166,7 +166,7 @@ SETTINGS: tuple[Setting, ...] = (
             _one_of(*REMOTE_CACHE_MODES), "read or read-write"),
     Setting("remote-cache-timeout", "MODELBUILD_REMOTE_CACHE_TIMEOUT", 10.0, _positive_seconds,
             "10"),
-    # verify remote entries with this public key (core/signing.py); pyproject only: committed
+    # verify remote entries with this public key (cache/signing.py); pyproject only: committed
     Setting("remote-cache-public-key", None, None, _text, "keys/remote-cache.pub"),
     # sign uploads with this private key: environment only, never in the committed pyproject
     Setting("remote-cache-signing-key", "MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None, _key_file,

@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from ..cache.store import LOCAL, UNSIGNED_DOWNLOAD, Cache, Found
 from ..core import atomic, interrupts, regular_file
 from ..core.digest import file_digest
 from ..core.errors import BuildError
 from . import fingerprint
-from .cache import LOCAL, UNSIGNED_DOWNLOAD, Cache, Found
 
 CURRENT, RESTORE, RUN = "current", "restore", "run"
 

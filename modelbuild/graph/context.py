@@ -8,6 +8,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cache.store import Cache
 from ..core import models, settings
 from ..core.errors import BuildError
 from ..core.layout import Project
@@ -17,7 +18,6 @@ from ..steps import code, environment
 from ..targets import registry
 from ..targets.registry import TargetSpec
 from . import executor as executor_mod
-from .cache import Cache
 from .executor import Executor
 
 # Bump when an artifact's format or how it is made changes: every task reruns.

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cache.store import REMOTE
 from ..core.layout import ModelLayout
 from ..schedules.changes import record_changes
 from ..steps import environment
 from . import fingerprint
-from .cache import REMOTE
 from .cached_step import RESTORE, RUN, Decision, Step
 
 

@@ -26,10 +26,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from ..cache import events
 from ..core import manifest as manifest_mod
 from ..core.layout import Project
 from ..steps import kinds
-from . import build_lock, cache
+from . import build_lock
 from .cached_step import restored_from_cache
 
 _KINDS = kinds.NAMES  # partition, lower, codegen, link
@@ -78,7 +79,7 @@ class ModelbuildReporter(ConsoleReporter):
                 self.models.update(m for m in (_model_of(t) for t in tasks) if m)
         # before any step, or uptodate check, writes: one run at a time per model
         self.locks.acquire(self.project, self.models, sys.stderr.write)
-        cache.start_run(self.project, os.getpid())  # the steps log to this run's file
+        events.start_run(self.project, os.getpid())  # the steps log to this run's file
         if self.console.is_terminal:
             # Task lines are printed through the same console, above the bar; the
             # steps' own output is left alone (no stdout/stderr redirection).
@@ -130,7 +131,7 @@ class ModelbuildReporter(ConsoleReporter):
         try:
             self._summary()
         finally:
-            cache.end_run(self.project, os.getpid())
+            events.end_run(self.project, os.getpid())
             self.locks.release()
 
     def _summary(self):
@@ -155,13 +156,13 @@ class ModelbuildReporter(ConsoleReporter):
         restored = f" ({self.from_cache} from cache)" if self.from_cache else ""
         self.console.print(f"modelbuild: {status} - {ran}; {self.uptodate} up to date{restored}; "
                            f"{elapsed:.1f} s")
-        counts = cache.last_run(self.project, os.getpid())
+        counts = events.last_run(self.project, os.getpid())
         if counts and any(counts.values()):
             remote = f" ({counts['remote_hit']} from the remote)" if counts["remote_hit"] else ""
             uploads = f", {counts['upload']} uploaded" if counts["upload"] else ""
             self.console.print(f"  cache: {counts['hit']} hits{remote}, {counts['miss']} misses"
                                f"{uploads}")
-        for entry, remote, why in cache.corrupt_entries(self.project, os.getpid()):
+        for entry, remote, why in events.corrupt_entries(self.project, os.getpid()):
             where = "remote cache entry" if remote else "cache entry"
             self.console.print(f"  [yellow]warning[/yellow]: {where} {escape(entry)} was "
                                f"{why}; it was not used")

@@ -30,6 +30,7 @@ from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
+from ..cache.events import run_events_file
 from ..core import atomic, collector
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload, unknown_model
@@ -37,7 +38,7 @@ from ..core.models import ModelSpec
 from ..schedules.active import located
 from ..steps import codegen, link, partition
 from ..steps.kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
-from . import (bench_task, build_lock, cache, doit_state, doit_workers, fingerprint, interrupts,
+from . import (bench_task, build_lock, doit_state, doit_workers, fingerprint, interrupts,
                link_check, model_errors)
 from .actions import invalid, step
 from .cached_step import Uptodate
@@ -317,7 +318,7 @@ class BuildGraph:
             raise invalid(str(err)) from None
         query = self.requested[:1] in (["list"], ["info"])
         # the steps log their hits and misses to this doit run's own file (workers too)
-        events = None if query else cache.run_events_file(ctx.project, os.getpid())
+        events = None if query else run_events_file(ctx.project, os.getpid())
         return dataclasses.replace(ctx, run_models=run_models(self.requested, ctx.models),
                                    query=query, cache=dataclasses.replace(ctx.cache, events=events))
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import regular_file
-from .errors import BuildError
+from ..core import regular_file
+from ..core.errors import BuildError
 
 PRIVATE_NAME, PUBLIC_NAME = "remote-cache.key", "remote-cache.pub"
 _DOMAIN = b"modelbuild-cache-signature/1"

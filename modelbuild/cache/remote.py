@@ -11,7 +11,7 @@ $MODELBUILD_REMOTE_CACHE_TIMEOUT override them.) Entries are stored exactly as i
 the local cache, ``<url>/<kind>/<key[:2]>/<key>``, header and all, so a download
 is verified like a local read before it is used.
 
-With a public key configured (core/signing.py), a download is used only when
+With a public key configured (signing.py), a download is used only when
 its header carries a signature of (kind, key, payload sha256) by the matching
 private key; uploads are signed with the private key in the file
 $MODELBUILD_REMOTE_CACHE_SIGNING_KEY names (never a setting in pyproject.toml,
@@ -42,9 +42,10 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..core import regular_file, settings, signing
+from ..core import regular_file, settings
 from ..core.errors import BuildError
 from ..core.layout import Project
+from . import signing
 
 MODES = settings.REMOTE_CACHE_MODES
 DEFAULT_TIMEOUT = settings.BY_KEY["remote-cache-timeout"].default

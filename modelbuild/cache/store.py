@@ -4,13 +4,10 @@ An entry is named by the digest of everything that determines its content
 (see fingerprint.py), so every model, variant and project on the machine can
 share one store, and going back to an earlier schedule finds its artifacts.
 
-    <root>/<kind>/<key[:2]>/<key>     header line + payload
+    <root>/<kind>/<key[:2]>/<key>     header line + payload (entry_format.py)
 
-The header carries the payload's sha256 and size, the kind and key it is filed
-under (and, on a signed remote, a signature: core/signing.py): an entry that was
-truncated, altered or moved to another entry's place is detected when read,
-reported, deleted and rebuilt, never handed to the link. A local entry that came
-from a remote says so in its header: the signature it came with, or ``-`` for none.
+An entry that was truncated, altered or moved to another entry's place is detected
+when read, reported, deleted and rebuilt, never handed to the link.
 Every payload is also checked to be what its step makes (the step's
 ``check``: cache_entries.py, partition_output.entry_problem) before it is
 used; one that is not is "corrupt: not used", like a damaged one. Entries
@@ -33,9 +30,8 @@ A remote tier (remote.py) may stand behind it: a lookup that misses here asks
 the remote, verifies what comes back the same way and keeps a local copy; an
 entry built here is uploaded when the remote is in read-write mode.
 
-Each doit run logs what the cache did to build/.cache-events (one line per
-event: ``hit|miss|corrupt|upload <kind> <key> [remote]``), read for the summary
-and by ``python -m modelbuild cache stats``. No TVM here.
+Each doit run logs what the cache did (``log``; the log's files and readers:
+events.py). No TVM here.
 """
 
 from __future__ import annotations
@@ -43,115 +39,23 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import atomic, regular_file, settings
 from ..core.digest import bytes_digest
 from ..core.errors import BuildError
-from ..core.digits import is_decimal
 from ..core.layout import Project
 from ..steps import kinds
-from .remote import FORGED, HEADER_BYTES, UNSIGNED, RemoteStore
+from .entry_format import (DAMAGED, INVALID, damage, earlier_format, frame, header_vouches,
+                           known_reason, unframe_signed)
+from .events import events_file
+from .remote import FORGED, UNSIGNED, RemoteStore
 
 ENV = settings.BY_KEY["cache-dir"].env
-_MAGIC = b"modelbuild-cache/3"
-# Entries of an earlier format: a miss, not damage (/1 bound no key; in /2 a download kept
-# here did not say it came from a remote, and a signed project took it for its own build).
-_OLD_MAGICS = (b"modelbuild-cache/1", b"modelbuild-cache/2")
 UNSIGNED_DOWNLOAD = "-"  # the origin a local copy of an unsigned remote entry records
 UNVERIFIABLE = b""  # the trusted key when the one configured cannot be read: none verifies
-EVENTS = ("hit", "miss", "corrupt", "upload")
 LOCAL, REMOTE = "local", "remote"
-
-
-def frame(payload: bytes, kind: str, key: str, signature: str | None = None) -> bytes:
-    """An entry as stored: a header line (format, sha256, size, the step kind and key it is
-    filed under[, signature: on a remote, its writer's; in the local cache, the origin of a
-    download, UNSIGNED_DOWNLOAD or the signature it came with]), then the payload. The kind
-    and key bind the entry to its place: two intact entries swapped (a copy gone wrong, a crafted cache) are not used for
-    each other, and a step would otherwise restore another model's weights."""
-    sig = b" " + signature.encode() if signature else b""
-    return (b"%s %s %d %s%s\n" % (_MAGIC, bytes_digest(payload).encode(), len(payload),
-                                  _filed(kind, key), sig) + payload)
-
-
-def _filed(kind: str, key: str) -> bytes:
-    return f"{kind}/{key}".encode()
-
-
-def _fields(line: bytes) -> list[bytes] | None:
-    """The fields of a header line of this format (magic, sha256, size, kind/key[,
-    signature]); None for any other line."""
-    parts = line.split(b" ")
-    return parts if len(parts) in (4, 5) and parts[0] == _MAGIC else None
-
-
-def _header(line: bytes, kind: str, key: str) -> tuple[str, bytes, str | None] | None:
-    """(payload sha256, payload size as written, signature or None) of a header line of
-    this format filed as ``kind``/``key``; None for any other line."""
-    parts = _fields(line)
-    if parts is None or parts[3] != _filed(kind, key):
-        return None
-    return (parts[1].decode(errors="replace"), parts[2],
-            parts[4].decode(errors="replace") if len(parts) == 5 else None)
-
-
-def unframe_signed(raw: bytes, kind: str, key: str) -> tuple[bytes, str | None] | None:
-    """(payload, signature or None) of an entry stored as ``kind``/``key``, None when the
-    entry is damaged or filed under another kind or key."""
-    line, _, payload = raw.partition(b"\n")
-    header = _header(line, kind, key)
-    if header is None or header[1] != str(len(payload)).encode() \
-            or header[0] != bytes_digest(payload):
-        return None
-    return payload, header[2]
-
-
-def _header_vouches(head: bytes, kind: str, key: str, digest: str,
-                    public_key: bytes | None) -> bool:
-    """Whether an entry's first bytes (its header line) are those of an entry of this
-    format holding the payload of sha256 ``digest`` for ``kind``/``key``, signed where
-    ``public_key`` is set by its owner."""
-    header = _header(head.partition(b"\n")[0], kind, key)
-    if header is None or header[0] != digest:
-        return False
-    if public_key is None:
-        return True
-    from ..core import signing
-
-    return header[2] is not None and signing.verify(public_key, kind, key, digest, header[2])
-
-
-def unframe(raw: bytes, kind: str, key: str) -> bytes | None:
-    """The payload of an entry stored as ``kind``/``key``, None when the entry is damaged
-    or filed under another kind or key."""
-    found = unframe_signed(raw, kind, key)
-    return found[0] if found is not None else None
-
-
-def _damage(raw: bytes, kind: str, key: str) -> str:
-    """Why an entry ``unframe_signed`` did not take is not used: MISFILED when its header is
-    this format's, filed under another kind or key (intact, maybe: another step's entry),
-    else DAMAGED."""
-    parts = _fields(raw[:HEADER_BYTES].partition(b"\n")[0])
-    return MISFILED if parts is not None and parts[3] != _filed(kind, key) else DAMAGED
-
-
-def _earlier_format(raw: bytes | None) -> bool:
-    """An entry an earlier modelbuild wrote: not read (its header binds no key), not
-    reported either; the step's output replaces it."""
-    return raw is not None and raw.split(b" ", 1)[0] in _OLD_MAGICS
-
-
-# Why an entry was not used (the event log's word; REASONS says it to the user):
-DAMAGED, MISFILED, INVALID = "damaged", "misfiled", "invalid"
-REASONS = {DAMAGED: "corrupt (digest mismatch)",
-           MISFILED: "corrupt (filed under another key: an entry moved or copied here)",
-           INVALID: "corrupt (not what the step makes)",
-           UNSIGNED: "not signed, and remote-cache-public-key is set",
-           FORGED: "not signed by the owner of remote-cache-public-key"}
 
 
 @dataclass(frozen=True)
@@ -182,18 +86,6 @@ def location(project: Project, config: settings.Settings | None = None) -> Path:
     relative to the project root, else build/.cache."""
     configured = (config or settings.resolve(project.root)).path("cache-dir")
     return configured if configured is not None else project.build_dir / ".cache"
-
-
-def events_file(project: Project) -> Path:
-    """The event log of the last doit run that finished (``modelbuild cache`` reads it)."""
-    return project.build_dir / ".cache-events"
-
-
-def run_events_file(project: Project, run: int) -> Path:
-    """The event log of one doit run (``run``: its main process's pid; its workers log
-    there too): two runs of one project at once (other models, other layouts) each count
-    their own hits and misses."""
-    return project.build_dir / f".cache-events.{run}"
 
 
 @dataclass(frozen=True)
@@ -258,7 +150,7 @@ class Cache:
             raw = regular_file.read_bytes(self.path(kind, key))
         except OSError:
             raw = None
-        if _earlier_format(raw):
+        if earlier_format(raw):
             raw = None
         found = unframe_signed(raw, kind, key) if raw is not None else None
         payload = found[0] if found is not None else None
@@ -268,17 +160,17 @@ class Cache:
         elif payload is not None and _invalid(check, payload):
             payload, corrupt_local = None, INVALID
         elif raw is not None and payload is None:
-            corrupt_local = _damage(raw, kind, key)
+            corrupt_local = damage(raw, kind, key)
         if payload is not None:
             return Found(payload, LOCAL)
         if self.remote is None or not remote:
             return Found(corrupt_local=corrupt_local)
         raw = self.remote.get(kind, key)
-        if raw is None or _earlier_format(raw):
+        if raw is None or earlier_format(raw):
             return Found(corrupt_local=corrupt_local)
         found = unframe_signed(raw, kind, key)
         if found is None:
-            return Found(corrupt_local=corrupt_local, corrupt_remote=_damage(raw, kind, key))
+            return Found(corrupt_local=corrupt_local, corrupt_remote=damage(raw, kind, key))
         payload, signature = found
         refused = self.remote.refusal(kind, key, bytes_digest(payload), signature)
         if refused is None and _invalid(check, payload):
@@ -295,7 +187,7 @@ class Cache:
             return None  # no key: every entry is trusted; no origin: built on this machine
         if origin == UNSIGNED_DOWNLOAD:
             return UNSIGNED
-        from ..core import signing
+        from . import signing
 
         return None if signing.verify(self.trusted_key, kind, key, bytes_digest(payload),
                                       origin) else FORGED
@@ -304,9 +196,9 @@ class Cache:
         """Log the entries a lookup did not use; a local one is removed (the build replaces
         it), a remote one is left to be replaced by the next read-write upload."""
         if found.corrupt_local:
-            self.discard_corrupt(kind, key, _why(found.corrupt_local))
+            self.discard_corrupt(kind, key, known_reason(found.corrupt_local))
         if found.corrupt_remote:
-            self.log("corrupt", kind, key, REMOTE, _why(found.corrupt_remote))
+            self.log("corrupt", kind, key, REMOTE, known_reason(found.corrupt_remote))
 
     def get(self, kind: str, key: str) -> bytes | None:
         """The entry's payload (see ``lookup``), None when there is none intact."""
@@ -381,7 +273,7 @@ class Cache:
         if not self._uploads():
             return
         head = self.remote.head(kind, key)
-        if head is None or b"\n" not in head or not _header_vouches(
+        if head is None or b"\n" not in head or not header_vouches(
                 head, kind, key, bytes_digest(payload), self.remote.public_key) \
                 or self.remote.size(kind, key) != head.index(b"\n") + 1 + len(payload):
             self._upload(kind, key, payload)
@@ -457,101 +349,3 @@ _HEX = frozenset("0123456789abcdef")
 
 def _is_key(name: str) -> bool:
     return len(name) == 64 and set(name) <= _HEX
-
-
-# A run's own log outlives it this long (``modelbuild sweep`` reads it after the run).
-_RUN_LOG_KEPT_S = 600.0
-
-
-def start_run(project: Project, run: int) -> None:
-    """Doit run ``run`` begins: its own event log, empty. Logs of runs that ended a while
-    ago (or were killed) are removed."""
-    path = run_events_file(project, run)
-    if not path.parent.is_dir():
-        return
-    for old in path.parent.glob(".cache-events.*"):
-        pid = old.name.rsplit(".", 1)[-1]
-        if old != path and is_decimal(pid) and not _alive(int(pid)) and _older(old):
-            try:
-                old.unlink(missing_ok=True)
-            except OSError:
-                pass  # a folder there, a read-only build/: left, the run goes on
-    try:
-        atomic.write_bytes(path, b"")
-    except OSError:
-        pass  # a folder in its place, a full disk: the summary goes without the counts
-
-
-def end_run(project: Project, run: int) -> None:
-    """Run ``run`` ended: its log becomes the last build's (events_file); one it could not
-    write leaves the last build with no events, not an earlier build's."""
-    try:
-        logged = regular_file.read_text(run_events_file(project, run)).encode()
-    except OSError:
-        logged = b""
-    try:
-        atomic.write_bytes(events_file(project), logged)
-    except OSError:
-        pass  # a folder in its place, a full disk: cache stats says nothing of this run
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False  # no such process (or no pid this system can have)
-    except OSError:
-        return True  # another user's process
-    return True
-
-
-def _older(path: Path) -> bool:
-    try:
-        return time.time() - path.stat().st_mtime > _RUN_LOG_KEPT_S
-    except OSError:
-        return False
-
-
-def _events(project: Project, run: int | None = None) -> list[list[str]] | None:
-    path = events_file(project) if run is None else run_events_file(project, run)
-    try:
-        lines = regular_file.read_text(path).splitlines()
-    except OSError:
-        return None
-    return [line.split(" ") for line in lines if line.count(" ") >= 2]
-
-
-def last_run(project: Project, run: int | None = None) -> dict[str, int] | None:
-    """Counts of each event in the last build (``run``: in that doit run), or None when none
-    was logged. ``hit`` counts every restore; ``remote_hit`` those that came from the remote
-    tier, ``remote_corrupt`` the damaged remote entries met, ``upload`` the entries sent to
-    it."""
-    events = _events(project, run)
-    if events is None:
-        return None
-    counts = dict.fromkeys((*EVENTS, "remote_hit", "remote_corrupt"), 0)
-    for e in events:
-        event, remote = e[0], e[-1] == "remote"
-        if event == "corrupt" and remote:
-            counts["remote_corrupt"] += 1
-        elif event in counts:
-            counts[event] += 1
-            if event == "hit" and remote:
-                counts["remote_hit"] += 1
-    return counts
-
-
-def _why(reason: bool | str) -> str:
-    return reason if isinstance(reason, str) and reason in REASONS else DAMAGED
-
-
-def corrupt_entries(project: Project, run: int | None = None) -> list[tuple[str, bool, str]]:
-    """(``kind/key``, whether it was the remote's, why it was not used, in words) of each
-    entry the last build (``run``: that doit run) found and did not use."""
-    out = []
-    for e in _events(project, run) or []:
-        if e[0] == "corrupt":
-            words = [w for w in e[3:] if w != "remote"]
-            out.append((f"{e[1]}/{e[2]}", e[-1] == "remote",
-                        REASONS[_why(words[0] if words else DAMAGED)]))
-    return out
