@@ -12,7 +12,7 @@ same records and export_library. Against it, in a fresh copy of the project with
   then a cold `doit build:M` (lower and codegen on a worker, the link here);
 - switching back to the previous record: a cold `doit build:M` (restores, link);
 - Dask overhead per step: the round trip of a no-op step through the same entry
-  point (graph/worker.run_step: identity check, private folder), median of 50.
+  point (cluster/worker.run_step: identity check, private folder), median of 50.
 
 Then a scaling projection, from this machine's measurements: each workload's lower
 and codegen times (warm TVM, in one process), its transfer sizes, partition and link
@@ -48,7 +48,7 @@ WORKERS = (8, 32, 128)
 ROUND_TRIP = """
 import json, statistics, sys, time
 from distributed import Client
-from modelbuild.graph.worker import identity, run_step
+from modelbuild.cluster.worker import identity, run_step
 from modelbuild.targets import registry
 spec = registry.resolve("llvm")
 client = Client(sys.argv[1], timeout=10, set_as_default=False)

@@ -9,7 +9,7 @@ is tuned with the same budget and seed, each run in a fresh copy of a
 partitioned project with `python -m modelbuild serve --workers W` running
 (started untimed; serve's workers have one thread each, so "workers of the same
 size"). The search runs on the workers, a chunk of one workload each
-(graph/tune_coordinator.py); the figures come from `tune --json`: trials per
+(cluster/tune_coordinator.py); the figures come from `tune --json`: trials per
 minute, the chunks and their median seconds on a worker, the median build and
 measure (lock held) seconds per candidate, the seconds the workers waited for
 their machine's measuring lock, the workers' search seconds (a chunk's time

@@ -193,7 +193,7 @@ def test_a_python_schedule_runs_from_the_bytes_read_locally_and_on_a_worker(tiny
     lowers to the same bytes without the files."""
     import pickle
 
-    from modelbuild.graph import worker
+    from modelbuild.cluster import worker
     from modelbuild.schedules.active import Python, active
     from modelbuild.steps import lower
     from modelbuild.targets import registry

@@ -346,7 +346,7 @@ def test_a_worker_s_partition_that_is_no_bundle_writes_nothing(tiny_copy, sent):
 
     from modelbuild.core.errors import BuildError
     from modelbuild.core.layout import Project as Layouts
-    from modelbuild.graph.executor_steps import _partition_on
+    from modelbuild.cluster.executor_steps import partition_on_worker
     from modelbuild.targets import registry
 
     class Answers:  # an executor whose worker answers ``sent``
@@ -359,7 +359,7 @@ def test_a_worker_s_partition_that_is_no_bundle_writes_nothing(tiny_copy, sent):
     before = {p: p.read_bytes() for p in layout.partition_dir.rglob("*") if p.is_file()}
     with pytest.raises(BuildError, match="partition:tiny: the executor's worker sent back no "
                                          "partition output"):
-        _partition_on(Answers(), None, None, layout, registry.resolve("llvm"))
+        partition_on_worker(Answers(), None, None, layout, registry.resolve("llvm"))
     assert {p: p.read_bytes() for p in layout.partition_dir.rglob("*") if p.is_file()} == before
 
 

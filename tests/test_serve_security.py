@@ -103,7 +103,7 @@ def test_a_tls_serve_builds_the_local_objects_and_refuses_clients_without_its_ce
         tiny_copy, serve):
     from distributed.security import Security
 
-    from modelbuild.graph.tls import TlsFiles
+    from modelbuild.cluster.tls import TlsFiles
 
     local_objects, local_lib = tiny_copy.objects("tiny"), sha256(tiny_copy.library("tiny"))
     _forget_compiled(tiny_copy)
@@ -221,7 +221,7 @@ def _scheduler_address(file: Path, proc: subprocess.Popen, log: Path) -> str:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_copy):
-    from modelbuild.graph.tls import TlsFiles
+    from modelbuild.cluster.tls import TlsFiles
 
     certs = tiny_copy.root / "certs"
     certs.mkdir()
@@ -234,15 +234,15 @@ def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_co
     procs = [subprocess.Popen(
         [dask, "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", "0",
          "--scheduler-file", "scheduler.json", "--dashboard-address", "127.0.0.1:0",
-         "--preload", "modelbuild.graph.no_http", *tls], cwd=certs, env=env,
+         "--preload", "modelbuild.cluster.no_http", *tls], cwd=certs, env=env,
         start_new_session=True,
         stdout=open(certs / "scheduler.log", "wb"), stderr=subprocess.STDOUT)]  # noqa: SIM115
     try:
         address = _scheduler_address(certs / "scheduler.json", procs[0], certs / "scheduler.log")
         procs.append(subprocess.Popen(
             [dask, "worker", "--scheduler-file", "scheduler.json", "--nthreads", "1",
-             "--no-nanny", "--host", "127.0.0.1", "--preload", "modelbuild.graph.warm_worker",
-             "--preload", "modelbuild.graph.no_http", *tls],
+             "--no-nanny", "--host", "127.0.0.1", "--preload", "modelbuild.cluster.warm_worker",
+             "--preload", "modelbuild.cluster.no_http", *tls],
             cwd=certs, env=env, start_new_session=True,
             stdout=open(certs / "worker.log", "wb"), stderr=subprocess.STDOUT))  # noqa: SIM115
         mine = TlsFiles(str(certs / "ca.pem"), str(certs / "me.pem"), str(certs / "me-key.pem"))
@@ -292,7 +292,7 @@ def test_a_tls_cluster_of_your_own_builds_with_the_projects_certificates(tiny_co
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 def test_serve_tls_uses_the_projects_certificates(tiny_project, serve):
-    from modelbuild.graph.tls import TlsFiles
+    from modelbuild.cluster.tls import TlsFiles
 
     certs = tiny_project.root / "certs"
     certs.mkdir()

@@ -1,8 +1,8 @@
 """The cluster tune's coordinator places chunks like MetaSchedule's gradient scheduler by
 calls: a first chunk for every workload, then where weight x expected gain is largest.
-Pure Python (graph/tune_plan.py), with made-up latencies: no TVM, no cluster."""
+Pure Python (cluster/tune_plan.py), with made-up latencies: no TVM, no cluster."""
 
-from modelbuild.graph.tune_plan import Plan, chunk_size
+from modelbuild.cluster.tune_plan import Plan, chunk_size
 
 
 def _run(plan: Plan, latency: dict[str, float], workers: int) -> dict[str, int]:

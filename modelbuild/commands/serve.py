@@ -24,8 +24,9 @@ from pathlib import Path
 
 from ..core import atomic
 from ..core.errors import BuildError
-from ..graph import build_lock, executor, tls
-from ..graph.worker import describe
+from ..cluster import executor, tls
+from ..cluster.worker import describe
+from ..graph import build_lock
 from . import options
 from .output import console
 from .workspace import project_of
@@ -72,7 +73,7 @@ def _stop(project) -> int:
 
 
 def _worker_identity() -> dict:
-    from ..graph.worker import identity
+    from ..cluster.worker import identity
 
     return {"pid": os.getpid(), "runs": describe(identity("codegen", ()))}
 
@@ -110,12 +111,12 @@ def _cluster_options(args, files) -> dict:
     scheduler's HTTP server (dashboard) only with --dashboard, the workers' never."""
     kw = dict(n_workers=args.workers, threads_per_worker=1, processes=True,
               host="127.0.0.1", scheduler_port=args.port,
-              preload=["modelbuild.graph.warm_worker", "modelbuild.graph.no_http"])
+              preload=["modelbuild.cluster.warm_worker", "modelbuild.cluster.no_http"])
     if args.dashboard is None:
         # Dask opens the scheduler's HTTP server anyway: on a free port (not 8787), closed
         # at once by the preload
         kw.update(dashboard_address=None, scheduler_kwargs={
-            "dashboard_address": "127.0.0.1:0", "preload": ["modelbuild.graph.no_http"]})
+            "dashboard_address": "127.0.0.1:0", "preload": ["modelbuild.cluster.no_http"]})
     else:
         kw.update(dashboard_address=f"127.0.0.1:{args.dashboard}")
     if files is not None:

@@ -4,7 +4,7 @@ The executor is the one builds use (``executor`` in pyproject.toml,
 $MODELBUILD_EXECUTOR, else a running `serve` of the project). Its workers are
 asked for their CPU all at once; a mixed cluster is refused by name. The
 search runs on the workers, a chunk of one workload each; this process
-coordinates (graph/tune_coordinator.py).
+coordinates (cluster/tune_coordinator.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.errors import BuildError
-from ..graph import cluster_tune, executor, tune_coordinator
+from ..cluster import cluster_tune, executor, tune_coordinator
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Cluster:
                 "each machine's workers measure in turns")
 
     def tune(self, funcs: dict, spec, work_dir, total: int, **how) -> int:
-        """The search on the workers (graph/tune_coordinator.py); what the cost model saw."""
+        """The search on the workers (cluster/tune_coordinator.py); what the cost model saw."""
         return tune_coordinator.tune(self.client, self.expected, self.stats, funcs, spec,
                                      work_dir, total, **how)
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cache.store import Cache
+from ..cluster import executor as executor_mod
+from ..cluster.executor import Executor
 from ..core import models, settings
 from ..core.errors import BuildError
 from ..core.layout import Project
@@ -17,8 +19,6 @@ from ..core.passes import PASSES, default_layout
 from ..steps import code, environment
 from ..targets import registry
 from ..targets.registry import TargetSpec
-from . import executor as executor_mod
-from .executor import Executor
 
 # Bump when an artifact's format or how it is made changes: every task reruns.
 ARTIFACT_VERSION = 1

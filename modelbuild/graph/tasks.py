@@ -15,7 +15,7 @@ asked for. Loading tasks must stay cheap: no TVM import here.
 
 This module holds the doit task dictionaries only: the kinds of step are kinds.py, what
 a doit run shares context.py, the cached steps step_builders.py, the lower and codegen
-actions (here or on an executor) executor_steps.py.
+actions (here or on an executor) cluster/executor_steps.py.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from doit.task import DelayedLoader, Task, dict_to_task
 from doit.tools import config_changed
 
 from ..cache.events import run_events_file
+from ..cluster.executor_steps import (codegen_on_worker, lower_here, lower_on_worker,
+                                      partition_on_worker)
 from ..core import atomic, collector
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload, unknown_model
@@ -43,7 +45,6 @@ from . import (bench_task, build_lock, doit_state, doit_workers, fingerprint, in
 from .actions import invalid, step
 from .cached_step import Uptodate
 from .context import Context, load_context
-from .executor_steps import _codegen_on, _lower, _lower_on, _partition_on
 from .step_builders import codegen_step, lower_step, partition_current, partition_step
 
 # Context, load_context and partition_current are imported from here by commands.
@@ -102,7 +103,7 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
     outputs = [layout.partition_dir / rel for rel, _, _ in previous.outputs] if previous else []
     cached = partition_step(ctx, spec)
     run = (partition.run if ctx.executor is None
-           else functools.partial(_partition_on, ctx.executor))
+           else functools.partial(partition_on_worker, ctx.executor))
     return _subtask(
         "partition", spec.name,
         doc=f"partition {spec.name}",
@@ -130,9 +131,9 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
             yield _subtask(
                 "lower", f"{model}/{w.name}",
                 doc=f"apply {record[0] if record else 'the default schedule'} to {w.name}",
-                actions=[(step, [lowered.build, _lower, layout, w.name, ctx.target])
+                actions=[(step, [lowered.build, lower_here, layout, w.name, ctx.target])
                          if ctx.executor is None else
-                         (step, [lowered.build, _lower_on, ctx.executor, layout, w.name,
+                         (step, [lowered.build, lower_on_worker, ctx.executor, layout, w.name,
                                  ctx.target])],
                 targets=[str(layout.lowered(w.name))],
                 uptodate=[*_locked(ctx, model), Uptodate(lowered, restore=not ctx.query)],
@@ -146,7 +147,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
                 actions=[(step, [compiled.build, codegen.compile_to, compiled.output, ctx.target,
                                  w.name])
                          if ctx.executor is None else
-                         (step, [compiled.build, _codegen_on, ctx.executor, layout, w.name,
+                         (step, [compiled.build, codegen_on_worker, ctx.executor, layout, w.name,
                                  compiled.output, ctx.target])],
                 task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],

@@ -1,6 +1,6 @@
 """One chunk of a tune: MetaSchedule's search on one workload for a few trials, from its records.
 
-A cluster tune (graph/tune_coordinator.py) splits the model's budget into chunks;
+A cluster tune (cluster/tune_coordinator.py) splits the model's budget into chunks;
 each runs here, on a worker: a complete MetaSchedule tune of ONE task (its
 evolutionary search, an XGBoost cost model trained first on the task's records so
 far, the task's design space) for ``trials`` trials, starting from an in-memory

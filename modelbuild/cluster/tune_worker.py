@@ -1,7 +1,7 @@
 """What a tuning worker runs: probe its CPU, tune one chunk of one workload.
 
 The tune process (the coordinator: which workload gets the next chunk) submits
-these functions to the executor's Dask workers (graph/tune_coordinator.py). A
+these functions to the executor's Dask workers (tune_coordinator.py). A
 chunk is a whole MetaSchedule search of one workload for a few trials, on the
 worker's own threads, building here. Inputs and outputs are plain data: the
 workload's IRModule as TVM JSON text, the target as its dict, the tuning records
@@ -24,7 +24,7 @@ import time
 # reports a faked CPU says so (``faked``), and the refusal names it as faked.
 FAKE_CPU_ENV = "MODELBUILD_TEST_FAKE_CPU"
 LOCK_PREFIX = "modelbuild-measure-"
-ROOT = "graph/tune_worker.py"
+ROOT = "cluster/tune_worker.py"
 EVALUATOR = {"number": 3, "repeat": 1, "min_repeat_ms": 100,  # MetaSchedule's defaults
              "enable_cpu_cache_flush": False}
 

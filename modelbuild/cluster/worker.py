@@ -48,7 +48,7 @@ def describe(ident: dict) -> str:
     return f"{environment.describe(ident.get('tvm'))}, modelbuild code {str(ident.get('code'))[:12]}"
 
 
-def _lower(folder: Path, args: dict) -> bytes:
+def run_lower(folder: Path, args: dict) -> bytes:
     """The record arrives as the object the doit process read (its files' bytes inside,
     a Python schedule's helper modules too): applied from those bytes, never re-read."""
     from ..steps import lower
@@ -56,7 +56,7 @@ def _lower(folder: Path, args: dict) -> bytes:
     return lower.lowered(args["workload"], args["record"], args["target"], args["name"])
 
 
-def _codegen(folder: Path, args: dict) -> bytes:
+def run_codegen(folder: Path, args: dict) -> bytes:
     from ..steps import codegen
 
     out = folder / f"object{args['target'].artifact_suffix}"
@@ -64,7 +64,7 @@ def _codegen(folder: Path, args: dict) -> bytes:
     return out.read_bytes()
 
 
-def _partition(folder: Path, args: dict) -> bytes:
+def run_partition(folder: Path, args: dict) -> bytes:
     """Partition in a private project folder, from the ONNX bytes the doit process read;
     its output as the cache holds it (partition_output.py), with what it said on stderr
     (the doit process prints it: the user sees a layout's fallback note as locally)."""
@@ -84,13 +84,13 @@ def _partition(folder: Path, args: dict) -> bytes:
     return msgpack.packb({"output": PartitionOutput(layout).pack(), "stderr": said.getvalue()})
 
 
-def _noop(folder: Path, args: dict) -> bytes:
+def run_noop(folder: Path, args: dict) -> bytes:
     """Returns its payload: the round trip of a step that does nothing (bench/)."""
     return args["payload"]
 
 
-STEPS = {kinds.PARTITION.name: _partition, kinds.LOWER.name: _lower,
-         kinds.CODEGEN.name: _codegen, "noop": _noop}
+STEPS = {kinds.PARTITION.name: run_partition, kinds.LOWER.name: run_lower,
+         kinds.CODEGEN.name: run_codegen, "noop": run_noop}
 
 
 def _package_files() -> tuple:

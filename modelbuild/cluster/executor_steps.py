@@ -1,6 +1,6 @@
-"""The partition, lower and codegen actions: in this process (``_lower``; partition.run
-itself), or shipped to an executor's worker (``_partition_on``, ``_lower_on``,
-``_codegen_on``: the same step, its inputs and output as bytes; the worker side is
+"""The partition, lower and codegen actions: in this process (``lower_here``; partition.run
+itself), or shipped to an executor's worker (``partition_on_worker``, ``lower_on_worker``,
+``codegen_on_worker``: the same step, its inputs and output as bytes; the worker side is
 worker.py, the connection executor.py)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from . import worker
 from .executor import Executor
 
 
-def _partition_on(executor: Executor, source, spec, layout, target: TargetSpec) -> None:
+def partition_on_worker(executor: Executor, source, spec, layout, target: TargetSpec) -> None:
     """The partition action on an executor's worker, whose TVM is imported already (this
     process then never imports it): given the ONNX bytes the step read, it sends back the
     output as the cache holds it, which is checked as a cache entry is before it is
@@ -47,13 +47,13 @@ def _partition_on(executor: Executor, source, spec, layout, target: TargetSpec) 
     PartitionOutput(layout).unpack(out["output"])
 
 
-def _lower(workload: bytes, record: Active, layout, name: str, target: TargetSpec) -> None:
+def lower_here(workload: bytes, record: Active, layout, name: str, target: TargetSpec) -> None:
     """The lower action, given the workload's TIR and its record as the step read them for
     its key (fingerprint.lower_inputs: once, when the step runs, not when tasks load)."""
     atomic.write_bytes(layout.lowered(name), lower.lowered(workload, record, target, name))
 
 
-def _lower_on(workload: bytes, record: Active, executor: Executor, layout, name: str,
+def lower_on_worker(workload: bytes, record: Active, executor: Executor, layout, name: str,
               target: TargetSpec) -> None:
     """The lower action on an executor's worker: the same step, given the same bytes and
     the same record object (its files' bytes inside), the output as bytes."""
@@ -63,7 +63,7 @@ def _lower_on(workload: bytes, record: Active, executor: Executor, layout, name:
     atomic.write_bytes(layout.lowered(name), out)
 
 
-def _codegen_on(lowered: bytes, executor: Executor, layout, name: str, output: Path,
+def codegen_on_worker(lowered: bytes, executor: Executor, layout, name: str, output: Path,
                 target: TargetSpec) -> None:
     """The codegen action on an executor's worker, given the lowered TIR the step read."""
     args = {"lowered": lowered, "target": target, "name": name}

@@ -2,7 +2,7 @@
 
 Before a cluster tune, every worker is asked (all at once) for its CPU, its
 features and the code it runs: a mixed cluster or other code is refused by name.
-``Stats`` counts the chunks that come back (graph/tune_coordinator.py runs them).
+``Stats`` counts the chunks that come back (tune_coordinator.py runs them).
 """
 
 from __future__ import annotations
