@@ -18,9 +18,9 @@ from onnx_models import tiny_model
 
 from modelbuild.core import regular_file
 from modelbuild.core.layout import Project as Layout
-from modelbuild.graph import fingerprint
+from modelbuild.decision import fingerprint
 from modelbuild.cache.store import Cache
-from modelbuild.graph.cached_step import Step
+from modelbuild.decision.cached_step import Step
 from modelbuild.schedules import records
 
 
@@ -266,7 +266,7 @@ def test_a_declaration_edited_after_doit_read_it_is_built_by_the_next_run(tmp_pa
     toml, done = project.root / "models" / "tiny.toml", tmp_path / "edited"
     env = patched_env(tmp_path / "site", f"""
 from pathlib import Path
-from modelbuild.graph import step_builders
+from modelbuild.decision import step_builders
 _inputs = step_builders.partition_inputs_of
 def partition_inputs_of(*args, **kwargs):  # the user saves 24x24 once doit has parsed 16x16
     if not Path({str(done)!r}).exists():

@@ -12,8 +12,8 @@ from modelbuild.steps import code
 
 PACKAGE = code.PACKAGE
 # Lowest first: a module may import its own layer and the layers before it.
-LAYERS = ("core", "targets", "measure", "schedules", "steps", "cache", "cluster", "graph",
-          "commands")
+LAYERS = ("core", "targets", "measure", "schedules", "steps", "cache", "cluster", "decision",
+          "graph", "commands")
 TOP = {"__init__.py", "__main__.py"}
 
 

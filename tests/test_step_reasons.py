@@ -8,9 +8,9 @@ from pathlib import Path
 
 from conftest import tiny_conv_workload
 
-from modelbuild.graph.cached_step import CURRENT, RESTORE
-from modelbuild.graph.context import load_context
-from modelbuild.graph.step_builders import codegen_step, lower_step
+from modelbuild.decision.cached_step import CURRENT, RESTORE
+from modelbuild.decision.context import load_context
+from modelbuild.decision.step_builders import codegen_step, lower_step
 
 
 def _why(project) -> dict:

@@ -1,7 +1,7 @@
 """A content-addressed store of build artifacts (lowered TIR, object files).
 
 An entry is named by the digest of everything that determines its content
-(see fingerprint.py), so every model, variant and project on the machine can
+(see decision/fingerprint.py), so every model, variant and project on the machine can
 share one store, and going back to an earlier schedule finds its artifacts.
 
     <root>/<kind>/<key[:2]>/<key>     header line + payload (entry_format.py)
@@ -9,7 +9,7 @@ share one store, and going back to an earlier schedule finds its artifacts.
 An entry that was truncated, altered or moved to another entry's place is detected
 when read, reported, deleted and rebuilt, never handed to the link.
 Every payload is also checked to be what its step makes (the step's
-``check``: cache_entries.py, partition_output.entry_problem) before it is
+``check``: decision/cache_entries.py, partition_output.entry_problem) before it is
 used; one that is not is "corrupt: not used", like a damaged one. Entries
 are written to a temporary file and renamed, so two processes filling one
 entry at once both succeed. A cache that cannot be written is said once and

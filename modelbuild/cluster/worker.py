@@ -66,7 +66,7 @@ def run_codegen(folder: Path, args: dict) -> bytes:
 
 def run_partition(folder: Path, args: dict) -> bytes:
     """Partition in a private project folder, from the ONNX bytes the doit process read;
-    its output as the cache holds it (partition_output.py), with what it said on stderr
+    its output as the cache holds it (steps/partition_output.py), with what it said on stderr
     (the doit process prints it: the user sees a layout's fallback note as locally)."""
     import contextlib
     import io

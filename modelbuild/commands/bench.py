@@ -55,7 +55,7 @@ def run(args) -> int:
 def _check_built_for(layout, model: str, choice) -> None:
     """With --no-build, the library must be the chosen target's: bench.json says which
     target it timed (--target c timed the llvm library and saved it as c's)."""
-    from ..graph import fingerprint
+    from ..decision import fingerprint
 
     stamp = fingerprint.read_stamp(layout.library) or {}
     built = (stamp.get("inputs") or {}).get("target") if isinstance(stamp, dict) else None

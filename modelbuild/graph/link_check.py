@@ -22,7 +22,8 @@ from pathlib import Path
 from ..core import atomic, filecheck
 from ..core.digest import file_digest
 from ..core.errors import BuildError
-from . import doit_state, fingerprint
+from ..decision import fingerprint
+from . import doit_state
 
 
 def linked(run, artifacts: list[Path], graph: list[Path], library: Path, target_spec,

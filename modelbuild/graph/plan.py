@@ -2,7 +2,7 @@
 
 For each task that acts, the build's own decision and its reasons: each cached step's
 ``Step.decide(explain=True)`` (partition, lower, codegen: the words come with the verdict,
-reasons.py) and doit's ``get_status(get_log=True)`` for link. What is left here is the
+decision/reasons.py) and doit's ``get_status(get_log=True)`` for link. What is left here is the
 walk down the pipeline, and the predictions for a step whose upstream runs first (its
 input is not known before the build). Like ``ninja -d explain``, but readable.
 
@@ -19,12 +19,13 @@ import msgpack
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import Project
+from ..decision import fingerprint
+from ..decision.cached_step import CURRENT, RESTORE, RUN, Decision
+from ..decision.context import Context, load_context
+from ..decision.reasons import config_changes, file_reasons
+from ..decision.step_builders import codegen_step, lower_step, partition_step
 from ..steps.partition_output import MANIFEST
-from . import doit_state, fingerprint, link_check
-from .cached_step import CURRENT, RESTORE, RUN, Decision
-from .context import Context, load_context
-from .reasons import config_changes, file_reasons
-from .step_builders import codegen_step, lower_step, partition_step
+from . import doit_state, link_check
 from .tasks import unit_tasks
 
 

@@ -29,9 +29,9 @@ from rich.progress import (
 from ..cache import events
 from ..core import manifest as manifest_mod
 from ..core.layout import Project
+from ..decision.cached_step import restored_from_cache
 from ..steps import kinds
 from . import build_lock
-from .cached_step import restored_from_cache
 
 _KINDS = kinds.NAMES  # partition, lower, codegen, link
 

@@ -13,9 +13,9 @@ A ``BuildGraph`` is made per doit invocation, by dodo.py, from what that
 invocation was given: the project root, the ``target=`` variable, the task names
 asked for. Loading tasks must stay cheap: no TVM import here.
 
-This module holds the doit task dictionaries only: the kinds of step are kinds.py, what
-a doit run shares context.py, the cached steps step_builders.py, the lower and codegen
-actions (here or on an executor) cluster/executor_steps.py.
+This module holds the doit task dictionaries only: the kinds of step are steps/kinds.py,
+what a doit run shares decision/context.py, the cached steps decision/step_builders.py, the
+lower and codegen actions (here or on an executor) cluster/executor_steps.py.
 """
 
 from __future__ import annotations
@@ -37,15 +37,16 @@ from ..core import atomic, collector
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
+from ..decision import fingerprint
+from ..decision.cached_step import Uptodate
+from ..decision.context import Context, load_context
+from ..decision.step_builders import codegen_step, lower_step, partition_current, partition_step
 from ..schedules.active import located
 from ..steps import codegen, link, partition
 from ..steps.kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
-from . import (bench_task, build_lock, doit_state, doit_workers, fingerprint, interrupts,
-               link_check, model_errors)
+from . import (bench_task, build_lock, doit_state, doit_workers, interrupts, link_check,
+               model_errors)
 from .actions import invalid, step
-from .cached_step import Uptodate
-from .context import Context, load_context
-from .step_builders import codegen_step, lower_step, partition_current, partition_step
 
 # Context, load_context and partition_current are imported from here by commands.
 __all__ = ["BuildGraph", "Context", "load_context", "partition_current", "unit_tasks"]

@@ -1,6 +1,6 @@
 """The cached steps of a model (cached_step.Step): what each reads, where its output is,
-which cache section keeps it. The task creators (tasks.py) and `why` (plan.py) build the
-same steps, so both act on the same decision."""
+which cache section keeps it. The task creators (graph/tasks.py) and `why` (graph/plan.py)
+build the same steps, so both act on the same decision."""
 
 from __future__ import annotations
 

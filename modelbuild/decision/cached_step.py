@@ -62,7 +62,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class Step:
-    """One cached step: ``kind`` names its cache section (kinds.py: "partition", "lowered",
+    """One cached step: ``kind`` names its cache section (steps/kinds.py: "partition", "lowered",
     "object"). ``output`` is the file the stamp is beside; ``store`` packs and unpacks what
     the step makes (by default that one file); ``why(step, stamp, decision)`` says in words
     why it is not current (reasons.py; picklable: a partial)."""
