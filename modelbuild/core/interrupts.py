@@ -6,7 +6,7 @@ NCHW when TVM cannot carry the blocked layout) asks ``check()`` first, so that a
 is never taken for TVM's reason; ``stays_an_interrupt()`` turns such an error back into
 the Ctrl-C it was, around a build step (graph/actions.py) and around the benchmark's VM
 runs (a Python function TVM calls back, the instrument, turns a Ctrl-C into one too).
-graph/interrupts.py makes the interrupted build's exit one line.
+graph/ctrl_c.py makes the interrupted build's exit one line.
 """
 
 from __future__ import annotations

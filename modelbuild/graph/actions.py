@@ -12,7 +12,7 @@ from doit.exceptions import InvalidDodoFile, TaskFailed
 
 from ..core import interrupts
 from ..core.errors import BuildError, summarize
-from .interrupts import TRACEBACK_ENV
+from .ctrl_c import TRACEBACK_ENV
 
 
 def internal_error(err: BaseException, where: str) -> str:
@@ -85,7 +85,7 @@ def _where(fn, args) -> str:
 def step(fn, *args):
     """Run one build step; a BuildError becomes a clean task failure (no traceback). A
     Ctrl-C stays a KeyboardInterrupt, even where TVM turned it into another error: it
-    stops the build (interrupts.py), it is no failure of the step."""
+    stops the build (ctrl_c.py), it is no failure of the step."""
     try:
         with interrupts.stays_an_interrupt():
             fn(*args)

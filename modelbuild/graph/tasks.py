@@ -44,7 +44,7 @@ from ..decision.step_builders import codegen_step, lower_step, partition_current
 from ..schedules.active import located
 from ..steps import codegen, link, partition
 from ..steps.kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
-from . import (bench_task, build_lock, doit_state, doit_workers, interrupts, link_check,
+from . import (bench_task, build_lock, ctrl_c, doit_state, doit_workers, link_check,
                model_errors)
 from .actions import invalid, step
 
@@ -302,7 +302,7 @@ class BuildGraph:
         self.root = Path(root)
         self.var = var or (lambda name, default=None: default)
         self.requested = list(requested)
-        interrupts.quiet_exit()  # from here on, a Ctrl-C is one line, not doit's traceback
+        ctrl_c.quiet_exit()  # from here on, a Ctrl-C is one line, not doit's traceback
         doit_workers.watch_workers()  # doit -n N: a worker that dies stops the build
         doit_state.save_quietly()  # doit's state unsaved (a full disk): a warning
         if self.requested[:1] and self.requested[0] in _PRINTING_COMMANDS:
