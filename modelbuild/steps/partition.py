@@ -221,7 +221,7 @@ def _unconverted(stages: dict, block: int, err: Exception):
     over the channel axis keeping it: the layout_transform back is not a bijection).
     Replaces the ConvertLayout stage, says so on stderr."""
     from .blocked_layout import say_unblocked
-    from .graph_passes import fold_constants
+    from .constant_folding import fold_constants
 
     say_unblocked(f"TVM cannot legalize this graph in NCHW{block}c", err)
     before = stages[PASSES[PASSES.index("ConvertLayout") - 1]]
