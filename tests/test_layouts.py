@@ -577,13 +577,13 @@ def test_constants_folded_in_numpy_equal_tvms_foldconstant(tmp_path, monkeypatch
     import tvm_ffi
     from tvm import relax
 
-    from modelbuild.steps import constant_folding, partition
+    from modelbuild.steps import constant_folding, onnx_import, partition
     from modelbuild.targets import registry
 
     project = make_project(tmp_path / "p", {"m": _bn_layers_model(), "c": _cleanup_model()})
     target = tvm.target.Target(registry.resolve("llvm").tvm_target)
     for name in ("m", "c"):
-        imported = partition.import_model(models_mod.discover(project.root / "models")[name])
+        imported = onnx_import.import_model(models_mod.discover(project.root / "models")[name])
         ours = partition.fuse_stages(imported, target, 16)
         with monkeypatch.context() as m:
             m.setattr(constant_folding, "fold_constants", lambda: relax.transform.FoldConstant())

@@ -28,14 +28,14 @@ def test_workloads_are_the_zero_pipelines_primfuncs(tmp_path):
     from tvm import relax
 
     from modelbuild.core import models
-    from modelbuild.steps import partition
+    from modelbuild.steps import onnx_import
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     project.doit("partition:tiny", "layout=NCHW")  # the zero pipeline converts no layout
     spec = models.discover(project.root / "models")["tiny"]
     target = tvm.target.Target({"kind": "llvm"})
     with target:
-        zero = relax.get_pipeline("zero")(partition.import_model(spec))
+        zero = relax.get_pipeline("zero")(onnx_import.import_model(spec))
     expected = {gv.name_hint: f for gv, f in zero.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     man = manifest.read(project.root / "build/tiny/partition/manifest.msgpack")
     assert [w.name for w in man.workloads] == sorted(expected)
