@@ -55,7 +55,7 @@ def _keep_active(layout, workload: str) -> None:
 
 
 def run(args) -> int:
-    from .sweep import recover
+    from .sweep_records import recover
 
     ws = resolve_model(args)
     layout = ws.layout
