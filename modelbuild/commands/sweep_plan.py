@@ -10,7 +10,7 @@ import re
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload
 from ..core.layout import ModelLayout, Project
-from ..schedules import variants
+from ..schedules import active, variants
 from ..targets import registry
 from .workspace import model_layout, partitioned
 
@@ -57,9 +57,10 @@ def check_workloads(layout: ModelLayout, man, workloads) -> None:
         if unknown:
             raise no_workload(layout.name, unknown)
     for w in workloads:
-        if layout.python_record(w).is_file():
+        python = active.python_file(layout, w)
+        if python is not None:
             raise BuildError("the workload is scheduled by a Python file; a sweep makes JSON "
-                             "variants active", file=layout.python_record(w), workload=w,
+                             "variants active", file=python, workload=w,
                              hint="move the .py record aside while sweeping")
 
 
