@@ -31,13 +31,13 @@ def compile_with_database(project, model, work_dir, inputs):
     from tvm.s_tir import meta_schedule as ms
 
     from modelbuild.core import models
-    from modelbuild.steps import partition
+    from modelbuild.steps import onnx_import
 
     spec = models.discover(project.root / "models")[model]
     target = tvm.target.Target({"kind": "llvm"})
     db = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
     with target, db:
-        mod = relax.get_pipeline("zero")(partition.import_model(spec))
+        mod = relax.get_pipeline("zero")(onnx_import.import_model(spec))
     return run_library(tvm.compile(mod, target), inputs)
 
 

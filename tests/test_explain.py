@@ -197,10 +197,10 @@ def test_a_relax_model_is_traced_by_its_bindings(tmp_path):
     import tvm
 
     from modelbuild.core import models
-    from modelbuild.steps import partition, provenance
+    from modelbuild.steps import onnx_import, partition, provenance
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
-    mod = partition.import_model(models.discover(project.root / "models")["tiny"])
+    mod = onnx_import.import_model(models.discover(project.root / "models")["tiny"])
     stages = partition.fuse_stages(mod, tvm.target.Target({"kind": "llvm"}))
     workloads = partition.workloads_of(stages["FuseTIR"])
     traced, layout_changes = provenance.trace(provenance.relax_operators(mod), stages, workloads)

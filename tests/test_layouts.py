@@ -577,16 +577,16 @@ def test_constants_folded_in_numpy_equal_tvms_foldconstant(tmp_path, monkeypatch
     import tvm_ffi
     from tvm import relax
 
-    from modelbuild.steps import graph_passes, partition
+    from modelbuild.steps import constant_folding, onnx_import, partition
     from modelbuild.targets import registry
 
     project = make_project(tmp_path / "p", {"m": _bn_layers_model(), "c": _cleanup_model()})
     target = tvm.target.Target(registry.resolve("llvm").tvm_target)
     for name in ("m", "c"):
-        imported = partition.import_model(models_mod.discover(project.root / "models")[name])
+        imported = onnx_import.import_model(models_mod.discover(project.root / "models")[name])
         ours = partition.fuse_stages(imported, target, 16)
         with monkeypatch.context() as m:
-            m.setattr(graph_passes, "fold_constants", lambda: relax.transform.FoldConstant())
+            m.setattr(constant_folding, "fold_constants", lambda: relax.transform.FoldConstant())
             tvms = partition.fuse_stages(imported, target, 16)
         for stage in ("SimplifyGraph", "ConvertLayout", "FuseTIR"):
             assert tvm_ffi.structural_equal(ours[stage], tvms[stage], map_free_vars=True), stage
@@ -605,12 +605,12 @@ def test_weight_layouts_folded_in_numpy_equal_tvms_index_map(layout, shape):
     path for the rest, give what TVM's IndexMap.map_tensor gives."""
     import tvm
 
-    from modelbuild.steps import graph_passes
+    from modelbuild.steps import numpy_layout
 
     index_map = tvm.tirx.IndexMap.from_func(layout, ndim=len(shape))
     source = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     expected = index_map.map_tensor(tvm.runtime.tensor(source)).numpy()
-    ours = graph_passes._map_layout(index_map, source, list(expected.shape))
+    ours = numpy_layout.map_layout(index_map, source, list(expected.shape))
     assert ours is not None and np.array_equal(ours, expected)
 
 

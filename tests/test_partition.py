@@ -28,14 +28,14 @@ def test_workloads_are_the_zero_pipelines_primfuncs(tmp_path):
     from tvm import relax
 
     from modelbuild.core import models
-    from modelbuild.steps import partition
+    from modelbuild.steps import onnx_import
 
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     project.doit("partition:tiny", "layout=NCHW")  # the zero pipeline converts no layout
     spec = models.discover(project.root / "models")["tiny"]
     target = tvm.target.Target({"kind": "llvm"})
     with target:
-        zero = relax.get_pipeline("zero")(partition.import_model(spec))
+        zero = relax.get_pipeline("zero")(onnx_import.import_model(spec))
     expected = {gv.name_hint: f for gv, f in zero.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     man = manifest.read(project.root / "build/tiny/partition/manifest.msgpack")
     assert [w.name for w in man.workloads] == sorted(expected)
@@ -113,7 +113,7 @@ def test_a_chain_of_operators_that_reuse_their_operand_is_not_inlined_into_one_e
     from conftest import assert_close, model_inputs, onnx_output, run_library
 
     from modelbuild.core.workloads import load_json
-    from modelbuild.targets import cpu_schedule
+    from modelbuild.targets import cpu_schedule_inline
     from modelbuild.targets import registry as targets
 
     ops = ["Tanh", "Abs", "LeakyRelu"] * 16
@@ -131,8 +131,8 @@ def test_a_chain_of_operators_that_reuse_their_operand_is_not_inlined_into_one_e
                                       name, tvm.target.Target(spec.tvm_target))
     sch = tvm.s_tir.Schedule(scheduled)
     blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root", func_name="main"))]
-    sizes = [cpu_schedule._tree(b.body.value, None, {})[0] for b in blocks]
-    assert len(blocks) > 1 and max(sizes) <= cpu_schedule.INLINED_NODES_MAX, sizes
+    sizes = [cpu_schedule_inline._tree(b.body.value, None, {})[0] for b in blocks]
+    assert len(blocks) > 1 and max(sizes) <= cpu_schedule_inline.INLINED_NODES_MAX, sizes
     project.doit("build:reuse")
     x = model_inputs(project.root, "reuse")
     assert_close(run_library(project.library("reuse"), x), onnx_output(project.root, "reuse", x))
@@ -149,7 +149,7 @@ def test_a_chain_of_saturating_casts_is_not_inlined_into_one_expression(tmp_path
     from conftest import DoitRun, assert_close, model_inputs, onnx_output, run_library
 
     from modelbuild.core.workloads import load_json
-    from modelbuild.targets import cpu_schedule
+    from modelbuild.targets import cpu_schedule_inline
     from modelbuild.targets import registry as targets
 
     nodes, previous = [], "x"
@@ -177,4 +177,4 @@ def test_a_chain_of_saturating_casts_is_not_inlined_into_one_expression(tmp_path
         for b in sch.get_child_blocks(sch.get_sblock("root", func_name="main")):
             body = sch.get(b).body
             if isinstance(body, tvm.tirx.BufferStore):
-                assert cpu_schedule._data_selects(body.value, {}) <= cpu_schedule.DATA_SELECTS_MAX
+                assert cpu_schedule_inline._data_selects(body.value, {}) <= cpu_schedule_inline.DATA_SELECTS_MAX

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from conftest import sha256, tiny_conv_workload
 
-from modelbuild.commands import sweep
+from modelbuild.commands import sweep, sweep_plan, sweep_records
 from modelbuild.core.errors import BuildError
 from modelbuild.core.layout import Project
 from modelbuild.graph import build_lock
@@ -362,30 +362,30 @@ def two_workloads(tmp_path):
 
 
 def test_plan_one_at_a_time_and_cross(two_workloads):
-    one = sweep.plan(two_workloads, ["a", "b"], None, "one-at-a-time")
+    one = sweep_plan.plan(two_workloads, ["a", "b"], None, "one-at-a-time")
     assert one == [{"a": 1}, {"a": 2}, {"a": 3}, {"b": 1}, {"b": 2}]
-    cross = sweep.plan(two_workloads, ["a", "b"], None, "cross")
+    cross = sweep_plan.plan(two_workloads, ["a", "b"], None, "cross")
     assert len(cross) == 6 and {"a": 3, "b": 2} in cross
-    assert sweep.plan(two_workloads, ["a", "b"], [2, None], "cross") == [
+    assert sweep_plan.plan(two_workloads, ["a", "b"], [2, None], "cross") == [
         {"a": 2, "b": 2}, {"a": 2, "b": None}, {"a": None, "b": 2}, {"a": None, "b": None}]
-    assert sweep.plan_size_text(cross, ["a", "b"], "cross") == "3 x 2 variants, cross product"
+    assert sweep_plan.plan_size_text(cross, ["a", "b"], "cross") == "3 x 2 variants, cross product"
     with pytest.raises(BuildError, match="no variant 3 of workload 'b'"):
-        sweep.plan(two_workloads, ["a", "b"], [3], "one-at-a-time")
-    assert sweep.parse_variants("2, default,2") == [2, None]
+        sweep_plan.plan(two_workloads, ["a", "b"], [3], "one-at-a-time")
+    assert sweep_plan.parse_variants("2, default,2") == [2, None]
 
 
 def test_restore_brings_back_no_record_and_exact_bytes(two_workloads):
     layout = two_workloads
     layout.record("a").write_bytes(b"mine, not a variant\n")
-    saved = sweep.snapshot(layout, ["a", "b"])
-    active = sweep.ActiveRecords(layout, saved)
+    saved = sweep_records.snapshot(layout, ["a", "b"])
+    active = sweep_records.ActiveRecords(layout, saved)
     active.activate({"a": 2, "b": 1})
     assert layout.record("b").is_file()
     assert active.finish(None) == []
     assert layout.record("a").read_bytes() == b"mine, not a variant\n"
     assert not layout.record("b").exists()
     # an edit saved meanwhile is active at the end, and kept as a variant on the way
-    active = sweep.ActiveRecords(layout, sweep.snapshot(layout, ["a", "b"]))
+    active = sweep_records.ActiveRecords(layout, sweep_records.snapshot(layout, ["a", "b"]))
     active.activate({"a": 2})
     layout.record("a").write_bytes(b"edited during the sweep\n")
     active.activate({"a": 3})
@@ -410,8 +410,8 @@ def test_fastest_by_latency_or_by_the_swept_workloads():
 
 def test_a_name_too_long_for_a_file_is_refused_before_building_and_a_long_default_shortened():
     with pytest.raises(BuildError, match="--name is 300 characters"):
-        sweep.check_sweep_name("a" * 300)
-    long = sweep.default_name(["w" * 120, "v" * 120], "cross")
+        sweep_plan.check_sweep_name("a" * 300)
+    long = sweep_plan.default_name(["w" * 120, "v" * 120], "cross")
     assert len(long) <= 200 and long.startswith("w" * 120 + "+")
-    assert long != sweep.default_name(["w" * 120, "v" * 121], "cross")
-    sweep.check_sweep_name(long)
+    assert long != sweep_plan.default_name(["w" * 120, "v" * 121], "cross")
+    sweep_plan.check_sweep_name(long)

@@ -246,14 +246,14 @@ def test_cuda_kernels_equal_tvm_compiles_without_nvcc_or_gpu(tiny_built):
     import tvm
 
     from modelbuild.core import models
-    from modelbuild.steps import partition
+    from modelbuild.steps import onnx_import, partition
 
     entry = targets.TARGETS["cuda"]
     spec = dataclasses.replace(entry, tvm_target={**entry.tvm_target, **target_cuda.CROSS_DEVICE,
                                                   "arch": "sm_80"})
     target = tvm.target.Target(spec.tvm_target)
     model = models.discover(tiny_built.root / "models")["tiny"]
-    fused = partition.fuse(partition.import_model(model), target)
+    fused = partition.fuse(onnx_import.import_model(model), target)
     ours = {}
     for name, func in partition.workloads_of(fused).items():
         scheduled = spec.default_schedule(func, name, target).with_attr("global_symbol", name)

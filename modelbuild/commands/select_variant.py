@@ -7,7 +7,7 @@ import argparse
 from ..core.digits import is_decimal
 from ..core.errors import BuildError, no_workload
 from ..graph import build_lock
-from ..schedules import variants
+from ..schedules import active, variants
 from . import options
 from .output import console
 from .workspace import resolve_model
@@ -28,9 +28,10 @@ def check_selectable(project, layout, workload: str) -> None:
                               "then select")
     if not layout.workload(workload).is_file():
         raise no_workload(layout.name, workload)
-    if layout.python_record(workload).is_file():
+    python = active.python_file(layout, workload)
+    if python is not None:
         raise BuildError("the workload is scheduled by a Python file, which stays active "
-                         "whatever JSON record is selected", file=layout.python_record(workload),
+                         "whatever JSON record is selected", file=python,
                          workload=workload, hint="move the .py record aside to select a variant")
 
 
@@ -55,7 +56,7 @@ def _keep_active(layout, workload: str) -> None:
 
 
 def run(args) -> int:
-    from .sweep import recover
+    from .sweep_records import recover
 
     ws = resolve_model(args)
     layout = ws.layout

@@ -14,8 +14,7 @@ from pathlib import Path
 from ..core import manifest, models
 from ..core.errors import BuildError
 from ..core.layout import Project
-from ..schedules import python_schedule
-from ..schedules.records import read as read_record
+from ..schedules import active
 from ..targets import registry
 from . import options
 from .output import console
@@ -33,16 +32,7 @@ def watched_files(project: Project, model: str) -> dict[str, tuple[int, int]]:
         spec = None  # a broken declaration: the build says what is wrong
     if spec is not None:
         paths += spec.source_files()
-    records = project.model(model).records_dir
-    if records.is_dir():
-        found = [p for p in records.iterdir() if p.suffix in (".json", ".py")]
-        paths += found
-        for schedule in (p for p in found if p.suffix == ".py"):
-            try:  # the helper modules it imports, found as the build finds them
-                helpers = python_schedule.read_helpers(schedule, read_record(schedule))
-            except OSError:
-                continue
-            paths += [file for file, _ in helpers.values()]
+    paths += active.files_in(project.model(model).records_dir)
     stamps = {}
     for p in paths:
         try:

@@ -2,7 +2,7 @@
 
 Before fusion, clean-ups of the imported graph: constants folded (the weights of some
 models are ``broadcast_to`` of scalars until then), BatchNorm after a convolution folded
-into it, ``SimplifyGraph`` (steps/graph_passes.py: stack+sum as adds, dropout gone,
+into it, ``SimplifyGraph`` (steps/simplify_graph.py: stack+sum as adds, dropout gone,
 constants of full rank), then the model's layout (``ConvertLayout``: nothing to do for
 NCHW); then those of ``relax.get_pipeline("zero")`` before its database step. The list
 is an input of every step's key, and what a target's default schedule leaves out.

@@ -285,11 +285,16 @@ def of_files(workload: str, paths: tuple[Path, ...]) -> Active:
     path, data = next(((p, d) for p, d in found if isinstance(d, str)), found[0])
     if isinstance(data, str):
         return Invalid(workload, path, b"", data, "put a record file there, or remove what is")
-    if path.suffix == ".py":
+    if _is_python(path):
         helpers = python_schedule.read_helpers(path, data)
         return Python(workload, path, data,
                       tuple((name, f, b) for name, (f, b) in sorted(helpers.items())))
     return of_json(workload, path, data)
+
+
+def _is_python(path: Path) -> bool:
+    """Whether the record file at ``path`` is a Python schedule (else a JSON record)."""
+    return path.suffix == ".py"
 
 
 def of_json(workload: str, path: Path, data: bytes) -> Trace | Variant | Invalid:
@@ -313,16 +318,33 @@ def record_files(layout: ModelLayout) -> list[Path]:
     return record_files_in(layout.records_dir)
 
 
-def record_files_in(folder: Path) -> list[Path]:
+def record_files_in(folder: Path, helpers: bool = False) -> list[Path]:
     """The active record files in one model's schedules folder (a name starting with ``_``
-    is a Python schedule's helper module, not a record)."""
+    is a Python schedule's helper module, not a record; ``helpers``: those too)."""
     if not folder.is_dir():
         return []
     return sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.py")]
-                  if not p.name.startswith("_"))
+                  if helpers or not p.name.startswith("_"))
 
 
 def records_in(folder: Path) -> list[Active]:
     """Each active record file in ``folder`` as its own record (for a workload named by the
     file), read once."""
     return [of_files(p.stem, (p,)) for p in record_files_in(folder)]
+
+
+def files_in(folder: Path) -> list[Path]:
+    """Every file whose edit changes a record of one model's schedules folder: the record
+    files, the helper modules beside them (imported or not: a schedule may import one
+    later), and those its Python schedules import from elsewhere (schedules/). Only the
+    Python schedules are read, for their imports; no JSON is parsed: cheap enough to poll
+    (watch)."""
+    found = record_files_in(folder, helpers=True)
+    return found + [f for p in found if _is_python(p) for f in of_files(p.stem, (p,)).files()]
+
+
+def python_file(layout: ModelLayout, workload: str) -> Path | None:
+    """The workload's Python schedule file, None when it has none (nothing read): a JSON
+    record written beside it would not be the active one."""
+    path = layout.python_record(workload)
+    return path if path.is_file() else None

@@ -19,7 +19,7 @@ from ..core.errors import BuildError
 from ..core.layout import ModelLayout
 from ..targets.registry import TargetSpec
 from ..core import atomic
-from . import compute_record, records, variants
+from . import active, compute_record, records, variants
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -240,7 +240,7 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
         if rec is None:
             report.skipped.append(name)
             continue
-        if layout.python_record(name).is_file():  # it stays active: a JSON beside it conflicts
+        if active.python_file(layout, name) is not None:  # a JSON beside it would conflict
             report.python.append(name)
             continue
         record = records.Record(
@@ -285,13 +285,12 @@ def _faster_than_now(report: ImportReport, layout: ModelLayout, name: str, direc
     """Whether ``record`` (for the TIR ``func``) runs faster by the margin than what the
     build runs for workload ``name`` now: its active record when it has one that applies,
     else the default schedule on its direct TIR (``direct``). Timings go to the report."""
-    from . import active as active_mod
     from .timing import faster_enough, record_speedup
 
-    current = active_mod.active(layout, name)
+    current = active.active(layout, name)
     now = None
-    if isinstance(current, (active_mod.Trace, active_mod.Variant)):
-        compute = active_mod.tir_compute(current)
+    if isinstance(current, (active.Trace, active.Variant)):
+        compute = active.tir_compute(current)
         tir = direct if compute == compute_record.DIRECT else \
             (variant_funcs or {}).get((name, compute))
         now = None if tir is None else (tir, current)

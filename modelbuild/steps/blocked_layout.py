@@ -22,7 +22,7 @@ _BLOCKED = re.compile(r"^NCHW(\d+)c$")
 def convert(mod, block: int, prepare=lambda mod: mod):
     """``mod`` with its convolutions and what lies between them in NCHW{block}c;
     ``prepare(mod)``: the same graph written the way ConvertLayout carries right
-    (graph_passes.for_convert_layout), applied only when the conversion succeeds.
+    (convert_layout_fixes.for_convert_layout), applied only when the conversion succeeds.
 
     Where TVM's ``ConvertLayout`` fails on the graph (it refuses a model whose outputs
     include a shape: "DataflowBlock Pass should not rewrite or delete any global-scope

@@ -261,7 +261,7 @@ def _kernels(before_fusion, fused, workloads: set) -> list:
     binds = _bindings(before_fusion["main"])
     index = {_key(b.var): i for i, b in enumerate(binds)}
     # Tuples and their items compute nothing; FuseTIR drops some that FuseOps kept (those
-    # around a split written as slices, graph_passes.for_convert_layout)
+    # around a split written as slices, convert_layout_fixes.for_convert_layout)
     ours, theirs = (_computing(_bindings(m["main"])) for m in (traced, fused))
     if [b.var.name for b in ours] != [b.var.name for b in theirs]:
         raise TraceError("the traced fusion does not line up with partition's")

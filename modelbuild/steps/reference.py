@@ -36,7 +36,8 @@ def compile_model(spec: ModelSpec, schedules_dir: Path, target_spec: TargetSpec)
     from ..core.workloads import normalize
     from ..core.passes import PASSES
     from .compute_variants import variant_workloads
-    from .partition import channel_block, fuse_stages, import_model, workloads_of
+    from .onnx_import import import_model
+    from .partition import channel_block, fuse_stages, workloads_of
 
     target = tvm.target.Target(target_spec.tvm_target)
     # relax.get_pipeline("zero") under a database is these fusion passes followed by

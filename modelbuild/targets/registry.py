@@ -99,7 +99,9 @@ register(TargetSpec(
     "llvm", {"kind": "llvm"}, "this machine's CPU through LLVM (default; mcpu= for another CPU)",
     records_from=("llvm",), configure=cpu.configure_llvm, options=("mcpu",),
     default_schedule=cpu_schedule.default_schedule, vector_floats=cpu.vector_floats,
-    sources=("targets/cpu.py", "targets/cpu_schedule.py", "targets/cpu_schedule_blocked.py")))
+    sources=("targets/cpu.py", "targets/cpu_schedule.py", "targets/cpu_schedule_blocked.py",
+             "targets/cpu_schedule_conv.py", "targets/cpu_schedule_generic.py",
+             "targets/cpu_schedule_inline.py", "targets/cpu_schedule_queries.py")))
 register(TargetSpec(
     "c", {"kind": "c"}, "host CPU through TVM's C codegen and the system C compiler",
     records_from=("c", "llvm"), emit=cpu.compile_c_source, configure=cpu.configure_c,
