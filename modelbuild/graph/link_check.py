@@ -1,13 +1,15 @@
-"""The link's library, checked by content: its stamp records the library's sha256 and the
-sha256 of every input it was linked from (the workloads' objects, the graph's files). The
-link's ``uptodate`` check fails when the file no longer holds those bytes (truncated,
-edited, replaced) or when the inputs now are not those it was linked from, so the next
-build relinks it. ``why`` names the same problems.
+"""The link as a decided step, checked by content: its stamp records the library's sha256
+and the sha256 of every input it was linked from (the workloads' objects, the graph's
+files). ``Link.decide`` is its decision, as ``Step.decide`` is the other steps' (the same
+protocol: cached_step.Uptodate acts on it in the build, ``why`` reports it): the library
+is current when its stamp's settings are the link's settings now, the file holds the
+bytes the link wrote, and the inputs now are those it was linked from; else the link
+runs. The link has no cache entry: there is nothing to restore.
 
 The stamp is the record of what the library is made of, not doit's state: doit saves its
 state when a run ends, so a run killed after a link (or two builds of one project at
 once, the last to end saving its view) could leave doit believing the library was linked
-from other objects than it was.
+from other objects than it was. doit's state plays no part in the decision.
 
 A file is hashed only when its size, mtime, ctime or inode changed since it was last
 checked (core/filecheck.py): a no-op build of a large model does not hash ~100 MB.
@@ -16,13 +18,15 @@ checked (core/filecheck.py): a no-op build of a large model does not hash ~100 M
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from ..core import atomic, filecheck
 from ..core.digest import file_digest
 from ..core.errors import BuildError
-from . import doit_state, fingerprint
+from . import fingerprint
+from .cached_step import CURRENT, RUN, Decision
 
 
 def linked(run, artifacts: list[Path], graph: list[Path], library: Path, target_spec,
@@ -57,8 +61,7 @@ def _state(inputs: list[Path], *known: dict) -> dict:
         if sig is None:
             raise BuildError(f"the link's input {path} is missing",
                              hint="run the build again: the step that makes it reruns")
-        same = (entry for memo in known
-                if _digest(entry := memo.get(str(path))) and entry[0] == sig)
+        same = (entry for memo in known if _verified(entry := memo.get(str(path)), sig))
         out[str(path)] = next(same, None) or [sig, file_digest(path)]
     return out
 
@@ -90,89 +93,145 @@ def _digest(entry) -> str | None:
     return entry[1] if ok else None
 
 
-def problems(library: Path, inputs: list[Path], refresh: bool = False,
-             will_be: dict | None = None) -> list[str]:
-    """Why the library is not the one its last link made from ``inputs`` as they are now
-    ([] when it is). ``refresh``: remember successful checks in the stamp (the build does;
-    ``why`` writes nothing). ``will_be``: {path: sha256} of inputs an earlier step puts
-    back before the link runs (``why``'s prediction), taken as they will be."""
-    stamp = fingerprint.read_stamp(library)
-    digest = (stamp or {}).get("output_sha256")
-    linked_from = (stamp or {}).get("linked_from")
-    if not isinstance(digest, str) or not isinstance(linked_from, dict):
-        return [f"no digest of {library} or of its inputs in its stamp (built by an older "
-                "modelbuild, or interrupted)"]
-    previous = stamp.get("checked")
-    checked = {str(library): previous} if previous else {}
-    ok = filecheck.matches(library, digest, checked)
-    if ok is None:
-        return [f"output missing: {library}"]
-    if not ok:
-        return [f"output modified since it was built: {library} (not the bytes the link wrote)"]
-    found = _inputs_problem(inputs, linked_from, checked, will_be or {})
-    if found:
-        return [found]
-    memo = {k: checked[k] for k in linked_from if k in checked}
-    if refresh and (checked.get(str(library)) != previous or memo != linked_from):
-        try:
-            _write(library, {**stamp, "checked": checked[str(library)], "linked_from": memo})
-        except OSError:
-            pass  # a memo only: the files are hashed again next time
-    return []
-
-
-def _inputs_problem(inputs: list[Path], linked_from: dict, checked: dict,
-                    will_be: dict) -> str | None:
-    """Why ``inputs`` now are not those the library was linked from (``linked_from``, as
-    the stamp recorded them; ``checked`` gets what was verified); None when they are."""
-    if sorted(linked_from) != sorted(map(str, inputs)):
-        return "the link's inputs are not those it was linked from (workloads came or went)"
-    for path in inputs:
-        recorded = linked_from[str(path)]
-        if _digest(recorded) is None:
-            return f"no digest of the link's input {path} in the library's stamp"
-        if str(path) in will_be:
-            if will_be[str(path)] != recorded[1]:
-                return f"the link's input {path} will not be the one the library was linked from"
-            continue
-        checked[str(path)] = recorded
-        if not filecheck.matches(path, recorded[1], checked):
-            return f"the link's input {path} is not the one the library was linked from"
-    return None
+def _verified(entry, sig: list[int]) -> bool:
+    """Whether ``entry`` ([signature, sha256]) records the digest of a file whose signature
+    is ``sig`` now."""
+    return _digest(entry) is not None and entry[0] == sig
 
 
 @dataclass(frozen=True)
-class LibraryIntact:
-    """doit ``uptodate`` check of a link task: the library is the one the link wrote, from
-    the inputs there are now."""
+class Link:
+    """The link of one model, decided as cached_step.Step decides the other steps (the
+    same protocol: ``decide(explain)`` returns a Decision, CURRENT or RUN, with its
+    reasons when asked). Its inputs: the link's settings and the sha256 of every file it
+    links; its output: the library; its stamp: the one ``record`` writes beside it."""
 
-    library: Path
-    inputs: tuple
+    task: str
+    output: Path                 # the library
+    config: dict                 # the link's settings (Context.link_config)
+    objects: tuple               # the workloads' objects, in the manifest's order
+    graph: tuple                 # the graph's files
+    verified: Path | None = None  # partition's memo of the graph files it verified
+    # `why`'s prediction, {path: sha256 once the steps before the link ran}: an input an
+    # earlier step puts in place, taken as it will be (None: an earlier step may change it,
+    # and its reason says so; not judged here)
+    will_be: dict | None = None
+    refresh: bool = False        # the build's check: remember the files it verified
+    why: Callable | None = None  # (step, stamp, decision) -> list of reasons (reasons.link)
 
-    def __call__(self) -> bool:
-        return not problems(self.library, list(self.inputs), refresh=True)
+    @property
+    def files(self) -> tuple:
+        return (*self.objects, *self.graph)
+
+    def current_inputs(self, stamp: dict | None) -> dict | None:
+        """The link's settings and {path: [signature, sha256]} of each file it links now
+        (None when one is missing). A file whose signature the library's stamp or
+        partition's memo recorded keeps the digest recorded with it, unread; one in
+        ``will_be`` is taken as it will be, [None, sha256 or None]."""
+        known, will_be, verified, state = _linked_from(stamp), self.will_be or {}, None, {}
+        for path in map(str, self.files):
+            if path in will_be:
+                state[path] = [None, will_be[path]]
+                continue
+            sig = filecheck.signature(path)
+            if sig is None:
+                return None
+            entry = known.get(path)
+            if not _verified(entry, sig):  # partition's memo, read once, when it is needed
+                verified = verified if verified is not None else (
+                    filecheck.read_checked(self.verified) if self.verified else {})
+                entry = verified.get(path)
+            if not _verified(entry, sig):
+                try:
+                    digest, stable = filecheck.hashed(Path(path))
+                except OSError:
+                    return None
+                entry = [stable, digest]
+            state[path] = entry
+        return {"config": self.config, "linked_from": state}
+
+    def decide(self, explain: bool = False) -> Decision:
+        """Current (the stamp's settings are the link's now, the library is the one the
+        link wrote, from the inputs there are now) or run. Nothing is written, but for the
+        build's check (``refresh``) the memo of what it verified."""
+        stamp = fingerprint.read_stamp(self.output)
+        inputs = self.current_inputs(stamp)
+        checked: dict = {}
+        if not self.problems(stamp, inputs, checked) and stamp["key"] == fingerprint.key(
+                self.config):
+            if self.refresh:
+                _remember(self.output, stamp, inputs["linked_from"], checked)
+            return Decision(CURRENT, inputs)
+        decision = Decision(RUN, inputs)
+        if not explain or self.why is None:
+            return decision
+        return replace(decision, reasons=tuple(self.why(self, stamp, decision)))
+
+    def problems(self, stamp: dict | None, inputs: dict | None,
+                 checked: dict | None = None) -> list[str]:
+        """Why the library is not the one its last link made from ``inputs``
+        (``current_inputs``), in words ([] when it is); the settings aside. ``checked``
+        gets the library's signature once verified."""
+        library, checked = self.output, {} if checked is None else checked
+        digest = (stamp or {}).get("output_sha256")
+        linked_from = (stamp or {}).get("linked_from")
+        if not isinstance(digest, str) or not isinstance(linked_from, dict):
+            return [*([] if library.exists() else [f"output missing: {library}"]),
+                    f"no digest of {library} or of its inputs in its stamp (built by an older "
+                    "modelbuild, or interrupted)"]
+        if stamp.get("checked"):
+            checked[str(library)] = stamp["checked"]
+        ok = filecheck.matches(library, digest, checked)
+        if ok is None:
+            return [f"output missing: {library}"]
+        if not ok:
+            return [f"output modified since it was built: {library} (not the bytes the link "
+                    "wrote)"]
+        found = self._inputs_problem(inputs, linked_from)
+        return [found] if found else []
+
+    def _inputs_problem(self, inputs: dict | None, linked_from: dict) -> str | None:
+        """Why ``inputs`` are not those the library was linked from (``linked_from``, as
+        the stamp recorded them); None when they are."""
+        if inputs is None:
+            missing = next((p for p in self.files if filecheck.signature(p) is None
+                            and str(p) not in (self.will_be or {})), None)
+            return (f"the link's input {missing} is missing" if missing is not None
+                    else "an input of the link could not be read")
+        now = inputs["linked_from"]
+        if linked_from.keys() != now.keys():
+            return "the link's inputs are not those it was linked from (workloads came or went)"
+        for path, (_, digest) in now.items():
+            recorded = _digest(linked_from[path])
+            if recorded is None:
+                return f"no digest of the link's input {path} in the library's stamp"
+            if digest is not None and digest != recorded:
+                will = "will not be" if path in (self.will_be or {}) else "is not"
+                return f"the link's input {path} {will} the one the library was linked from"
+        return None
 
 
-def relinks_after_restore(db: Path, layout, payload: bytes, graph_objects) -> bool:
-    """Whether restoring partition's cache entry ``payload`` gives the link other graph
-    objects than it last linked (doit compares their md5 with its state in ``db``)."""
-    import hashlib
+def _linked_from(stamp: dict | None) -> dict:
+    linked_from = (stamp or {}).get("linked_from")
+    return linked_from if isinstance(linked_from, dict) else {}
 
-    import msgpack
-    from doit.dependency import Dependency, MD5Checker, SqliteDB
 
-    files = msgpack.unpackb(payload)
-    rels = [str((layout.graph_dir / name).relative_to(layout.partition_dir))
-            for name in graph_objects]
-    if (not db.is_file() or doit_state.problem(db) is not None
-            or not all(isinstance(files.get(rel), bytes) for rel in rels)):
-        return True
-    dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
+def _remember(library: Path, stamp: dict, linked_from: dict, checked: dict) -> None:
+    """Keep the signatures of the files just verified in the library's stamp: a no-op
+    build after a copy (or a `touch`) hashes them once, not every time."""
+    memo = {**stamp["linked_from"],
+            **{path: entry for path, entry in linked_from.items() if entry[0] is not None}}
+    if checked.get(str(library)) == stamp.get("checked") and memo == stamp["linked_from"]:
+        return
     try:
-        for rel in rels:
-            state = dep._get(f"link:{layout.name}", str(layout.partition_dir / rel))
-            if not state or state[2] != hashlib.md5(files[rel]).hexdigest():
-                return True
-    finally:
-        dep.close()
-    return False
+        _write(library, {**stamp, "checked": checked[str(library)], "linked_from": memo})
+    except OSError:
+        pass  # a memo only: the files are hashed again next time
+
+
+def problems(library: Path, inputs: list[Path]) -> list[str]:
+    """Why the library is not the one its last link made from ``inputs`` as they are now
+    ([] when it is), its settings aside; read only."""
+    step = Link(f"link of {library}", library, {}, tuple(inputs), ())
+    stamp = fingerprint.read_stamp(library)
+    return step.problems(stamp, step.current_inputs(stamp))
