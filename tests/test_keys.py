@@ -171,7 +171,7 @@ def test_a_tvm_library_rebuilt_under_the_same_version_changes_the_identity(tmp_p
     after = environment.tvm_identity()
     assert before != after
     assert before["apache-tvm"]["version"] == after["apache-tvm"]["version"]
-    from modelbuild.graph.plan import config_changes
+    from modelbuild.decision.plan import config_changes
 
     assert config_changes({"tvm": before}, {"tvm": after}, "lower") == [
         "TVM's libraries changed (apache-tvm not installed as a package, apache-tvm-ffi "

@@ -157,7 +157,7 @@ def test_doit_clean_removes_outputs_and_stamps(tiny_copy):
 def test_a_damaged_doit_state_file_is_set_aside_with_one_warning(tiny_copy):
     db = tiny_copy.root / "build" / ".doit.db"
     db.write_bytes(os.urandom(4096))
-    assert [v["task"] for v in _why(tiny_copy)] == ["link:tiny"]  # no traceback from why
+    assert _why(tiny_copy) == []  # no traceback from why; doit's state decides no step
     run = tiny_copy.doit("build:tiny")
     assert "Traceback" not in run.output
     warnings = [ln for ln in run.stderr.splitlines() if ".doit.db" in ln]

@@ -89,7 +89,7 @@ def test_a_library_stamped_without_its_inputs_is_relinked(tiny_copy):
 def test_a_no_op_build_reads_no_input_of_the_link_again(tiny_copy, monkeypatch):
     """The inputs' check is by signature (size, times, inode) like the library's: nothing is
     hashed when nothing changed."""
-    from modelbuild.graph import link_check
+    from modelbuild.decision import link_check
 
     assert "link:tiny" in tiny_copy.doit("build:tiny").uptodate  # a copy: checked by content once
     library = tiny_copy.library("tiny").relative_to(tiny_copy.root)

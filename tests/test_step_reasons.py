@@ -49,3 +49,29 @@ def test_codegen_names_its_upstream_in_its_reasons(tiny_copy, monkeypatch):
     decision = step.decide(explain=True)
     assert decision.action != CURRENT
     assert "upstream output changed (lower:tiny/x restored from the cache)" in decision.reasons
+
+
+def test_why_prints_the_link_s_own_decision(tiny_copy, monkeypatch):
+    """The link is decided as lower and codegen are (its stamp, not doit's state): `why`
+    prints the reasons its decision returned, and the build acts on that decision."""
+    import os
+
+    from modelbuild.core import manifest
+    from modelbuild.decision.cached_step import RUN
+    from modelbuild.decision.step_builders import link_step
+
+    monkeypatch.chdir(tiny_copy.root)
+    ctx = load_context(Path("."), None)
+    link = link_step(ctx, "tiny", manifest.read(ctx.project.model("tiny").manifest))
+    (ctx.project.build_dir / ".doit.db").unlink()
+    assert link.decide(explain=True).action == CURRENT
+
+    os.truncate(link.output, 1000)
+    decision = link.decide(explain=True)
+    assert decision.action == RUN
+    assert decision.reasons == (f"output modified since it was built: {link.output} (not the "
+                                "bytes the link wrote)",)
+    assert link.decide().reasons == ()
+    assert _why(tiny_copy)["link:tiny"]["reasons"] == list(decision.reasons)
+    assert tiny_copy.doit("build:tiny").ran == {"link:tiny"}
+    assert link.decide().action == CURRENT

@@ -142,3 +142,27 @@ def test_after_a_failed_build_in_the_other_layout_why_predicts_no_link(tiny_copy
     # doit prints partition as run (the outputs NCHW's declared are gone): it restores
     assert run.ran == {"partition:tiny"}, run.output
     assert run.from_cache == restored - {"partition:tiny"}, run.output
+
+
+def test_without_doit_s_state_nothing_relinks_and_why_says_so(tiny_copy):
+    """The link is decided by its stamp, as the other steps are: doit's state file gone
+    (deleted, or set aside when damaged), `why` said the link runs, and the build relinked."""
+    (tiny_copy.root / "build" / ".doit.db").unlink()
+    assert _why(tiny_copy) == []
+    _assert_doit_agrees(tiny_copy, [])
+
+
+def test_an_object_edited_with_its_mtime_kept_is_restored_and_why_lists_no_link(tiny_copy):
+    """codegen restores the object the library was linked from before the link is decided:
+    `why` listed the link, which the build then found current."""
+    import os
+
+    obj = tiny_copy.root / "build" / "tiny" / "objects" / f"{tiny_conv_workload(tiny_copy)}.o"
+    before, data = os.stat(obj), bytearray(obj.read_bytes())
+    data[-50] ^= 0x01
+    obj.write_bytes(bytes(data))
+    os.utime(obj, ns=(before.st_atime_ns, before.st_mtime_ns))
+    verdicts = _why(tiny_copy)
+    assert _predicted(verdicts, "restore") == {f"codegen:tiny/{obj.stem}"}, verdicts
+    assert _predicted(verdicts, "run") == set(), verdicts
+    _assert_doit_agrees(tiny_copy, verdicts)

@@ -24,7 +24,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..graph import plan
+    from ..decision import plan
 
     project = project_of(args)
     model_layout(project, args.model)

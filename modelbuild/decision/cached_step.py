@@ -194,7 +194,8 @@ def restored_from_cache(task) -> str | None:
 
 @dataclass(frozen=True)
 class Uptodate:
-    """doit ``uptodate`` check of a Step: acts on ``Step.decide``. doit passes the task
+    """doit ``uptodate`` check of a Step (or of a link, link_check.Link: the same
+    ``decide``, which never restores): acts on ``Step.decide``. doit passes the task
     (its first parameter is named ``task``), which is marked when its output was restored
     from the cache, for the reporter."""
 

@@ -1,8 +1,9 @@
 """Why a step is not current, in words a user can act on: what its stamp recorded compared
-with its inputs now. ``Step.decide(explain=True)`` (cached_step.py) calls its kind's
-function here on the way to its verdict, so `why` prints the build's own decision and
-its reasons (as ninja records its explanations inside the dirty check, and doit's
-``get_status(get_log=True)`` decides and explains in one). Nothing here writes.
+with its inputs now. ``Step.decide(explain=True)`` (cached_step.py; the link's
+``link_check.Link.decide``) calls its kind's function here on the way to its verdict, so
+`why` prints the build's own decision and its reasons (as ninja records its explanations
+inside the dirty check, and doit's ``get_status(get_log=True)`` decides and explains in
+one). Nothing here writes.
 """
 
 from __future__ import annotations
@@ -97,22 +98,6 @@ def step_changes(stamp: dict | None, inputs: dict, output: Path, upstream: str) 
     return out or ["inputs changed"]
 
 
-def file_reasons(status) -> list[str]:
-    """doit's own reasons for a task with file dependencies (``get_status(get_log=True)``)."""
-    if status is None:
-        return ["not built (or cleaned)"]
-    out = []
-    r = status.reasons
-    for target in r.get("missing_target", []):
-        out.append(f"output missing: {target}")
-    for key, words in (("changed_file_dep", "changed"), ("added_file_dep", "is a new input"),
-                       ("removed_file_dep", "is no longer an input"),
-                       ("missing_file_dep", "is missing")):
-        for path in r.get(key) or []:
-            out.append(f"{path} {words}")
-    return out
-
-
 def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[str]) -> list[str]:
     """Why partition is not current, from its stamp, its inputs now and its outputs."""
     if inputs is None:
@@ -188,4 +173,13 @@ def codegen(upstream: str, step: Step, stamp: dict | None, decision: Decision) -
         out.append("its cache entry is corrupt: rebuilt")
     if decision.action == RESTORE:
         out.append(restore_words(decision.source))
+    return out
+
+
+def link(step, stamp: dict | None, decision: Decision) -> list[str]:
+    """``step``: link_check.Link. What its check finds of the library and its inputs (its
+    own words, as partition's outputs say theirs), then what changed in its settings."""
+    out = step.problems(stamp, decision.inputs)
+    if stamp is not None and stamp["key"] != fingerprint.key(step.config):
+        out += config_changes(stamp.get("inputs"), step.config, "link") or ["settings changed"]
     return out

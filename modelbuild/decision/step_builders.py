@@ -1,6 +1,6 @@
 """The cached steps of a model (cached_step.Step): what each reads, where its output is,
-which cache section keeps it. The task creators (graph/tasks.py) and `why` (graph/plan.py)
-build the same steps, so both act on the same decision."""
+which cache section keeps it; and its link (link_check.Link). The task creators (graph/tasks.py)
+and `why` (plan.py) build the same steps, so both act on the same decision."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 from ..core import onnx_files
 from ..core.digest import bytes_digest, file_digest
 from ..core.layout import ModelLayout
+from ..core.manifest import Manifest
 from ..core.models import ModelSpec, check_exists
 from ..steps import kinds
 from ..steps.partition_output import PartitionOutput
-from . import fingerprint, reasons
+from . import fingerprint, link_check, reasons
 from .cache_entries import LoweredOutput, ObjectOutput
 from .cached_step import Step
 from .context import Context
@@ -119,3 +120,17 @@ def codegen_step(ctx: Context, model: str, workload: str,
                                   layout.lowered(workload), workload, lowered_digest),
                 store=ObjectOutput(output, workload, ctx.target.artifact_suffix),
                 why=functools.partial(reasons.codegen, upstream))
+
+
+def link_step(ctx: Context, model: str, man: Manifest, will_be: dict | None = None,
+              refresh: bool = False) -> link_check.Link:
+    """The link of the workloads and graph files ``man`` lists (the manifest on disk, or the
+    one partition will leave, where `why` knows it before the build). ``will_be``: the
+    inputs as the steps before the link will leave them (a prediction: link_check.Link);
+    ``refresh``: the build's check, which remembers what it verified."""
+    layout = ctx.project.model(model)
+    return link_check.Link(
+        f"link:{model}", layout.library, ctx.link_config(),
+        tuple(layout.object(w.name, ctx.target.artifact_suffix) for w in man.workloads),
+        tuple(layout.graph_dir / name for name in man.graph_objects),
+        layout.partition_checked, will_be, refresh, reasons.link)

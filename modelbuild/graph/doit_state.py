@@ -2,8 +2,8 @@
 
 doit keeps what it knows of file dependencies and ``config_changed`` values in an
 sqlite file; a damaged one makes doit fail with a traceback on every run. It holds
-nothing that cannot be rebuilt (modelbuild's steps keep their own stamps; at worst a
-few links run again), so a damaged one is set aside, with one warning, and doit
+nothing that cannot be rebuilt (modelbuild's steps, the link included, are decided by
+their own stamps, not by it), so a damaged one is set aside, with one warning, and doit
 starts a new one.
 """
 

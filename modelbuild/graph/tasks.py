@@ -28,7 +28,6 @@ from pathlib import Path
 
 from doit.loader import create_after
 from doit.task import DelayedLoader, Task, dict_to_task
-from doit.tools import config_changed
 
 from ..cache.events import run_events_file
 from ..cluster.executor_steps import (codegen_on_worker, lower_here, lower_on_worker,
@@ -37,15 +36,15 @@ from ..core import atomic, collector
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload, unknown_model
 from ..core.models import ModelSpec
-from ..decision import fingerprint
+from ..decision import fingerprint, link_check
 from ..decision.cached_step import Uptodate
 from ..decision.context import Context, load_context
-from ..decision.step_builders import codegen_step, lower_step, partition_current, partition_step
+from ..decision.step_builders import (codegen_step, link_step, lower_step, partition_current,
+                                      partition_step)
 from ..schedules.active import located
 from ..steps import codegen, link, partition
-from ..steps.kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN
-from . import (bench_task, build_lock, ctrl_c, doit_state, doit_workers, link_check,
-               model_errors)
+from ..steps.kinds import ALL, BENCH, BUILD, BY_NAME, CODEGEN, LINK
+from . import bench_task, build_lock, ctrl_c, doit_state, doit_workers, model_errors
 from .actions import invalid, step
 
 # Context, load_context and partition_current are imported from here by commands.
@@ -124,7 +123,6 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
     if man is None:
         raise BuildError(f"no manifest for model '{model}' at {layout.manifest}",
                          hint=f"run `doit partition:{model}` first")
-    objects = []
     for w in man.workloads:
         record = located(layout, w.name)
         lowered = lower_step(ctx, model, w.name)
@@ -155,20 +153,20 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
                 uptodate=[*_locked(ctx, model), Uptodate(compiled, restore=not ctx.query)],
                 clean=[_held(ctx, model), _clean_with_stamp],
             )
-        objects.append(compiled.output)
     if "link" in kinds:
-        graph = [layout.graph_dir / name for name in man.graph_objects]
-        link_config = ctx.link_config()
+        linking = link_step(ctx, model, man, refresh=True)
         yield _subtask(
             "link", model,
             doc=f"link {layout.library}",
-            actions=[(step, [link_check.linked, link.run, objects, graph, layout.library,
-                             ctx.target, link_config, layout.partition_checked]),
+            actions=[(step, [link_check.linked, link.run, list(linking.objects),
+                             list(linking.graph), layout.library, ctx.target, linking.config,
+                             layout.partition_checked]),
                      (_remove_others, [layout, {w.name for w in man.workloads}])],
-            file_dep=[str(p) for p in [*objects, *graph]],
+            # after the steps that write its inputs; whether it runs is its own decision
+            task_dep=[f"partition:{model}", *(f"{LINK.upstream}:{model}/{w.name}"
+                                              for w in man.workloads)],
             targets=[str(layout.library)],
-            uptodate=[*_locked(ctx, model), config_changed(link_config),
-                      link_check.LibraryIntact(layout.library, (*objects, *graph))],
+            uptodate=[*_locked(ctx, model), Uptodate(linking)],
             clean=[_held(ctx, model), _clean_with_stamp],
         )
 

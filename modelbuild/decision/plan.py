@@ -1,12 +1,13 @@
 """Why would the next `doit build:<model>` run what it runs? A dry run that builds nothing.
 
-For each task that acts, the build's own decision and its reasons: each cached step's
-``Step.decide(explain=True)`` (partition, lower, codegen: the words come with the verdict,
-decision/reasons.py) and doit's ``get_status(get_log=True)`` for link. What is left here is the
+For each task that acts, the build's own decision and its reasons: each step's
+``decide(explain=True)`` (partition, lower, codegen: cached_step.Step; link:
+link_check.Link; the words come with the verdict, reasons.py). What is left here is the
 walk down the pipeline, and the predictions for a step whose upstream runs first (its
 input is not known before the build). Like ``ninja -d explain``, but readable.
 
-Nothing is written: no cache restore, no doit state change. TVM is not imported.
+Nothing is written: no cache restore, no doit state change (doit's state is not read
+either). TVM is not imported.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ import msgpack
 
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
-from ..core.layout import Project
-from ..decision import fingerprint
-from ..decision.cached_step import CURRENT, RESTORE, RUN, Decision
-from ..decision.context import Context, load_context
-from ..decision.reasons import config_changes, file_reasons
-from ..decision.step_builders import codegen_step, lower_step, partition_step
+from ..core.layout import ModelLayout
 from ..steps.partition_output import MANIFEST
-from . import doit_state, link_check
-from .tasks import unit_tasks
+from . import fingerprint, link_check
+from .cached_step import CURRENT, RESTORE, RUN, Decision
+from .context import Context, load_context
+from .reasons import config_changes
+from .step_builders import codegen_step, link_step, lower_step, partition_step
 
 
 @dataclass
@@ -47,20 +46,6 @@ class Verdict:
         """A step's decision as ``why`` prints it: its action, its own reasons."""
         return cls(task, decision.action, list(decision.reasons),
                    decision.source if decision.action == RESTORE else None)
-
-
-def _doit_status(project: Project, task):
-    """doit's own verdict and reasons for a task with file dependencies (read only)."""
-    from doit.dependency import Dependency, MD5Checker, SqliteDB
-
-    db = project.build_dir / ".doit.db"
-    if not db.is_file() or doit_state.problem(db) is not None:  # the build sets it aside
-        return None
-    dep = Dependency(SqliteDB, str(db), checker_cls=MD5Checker)
-    try:
-        return dep.get_status(task, {task.name: task}, get_log=True)
-    finally:
-        dep.close()
 
 
 @dataclass
@@ -94,25 +79,26 @@ def _partition(ctx: Context, model: str) -> _Partition:
 
 
 def _workload(ctx: Context, model: str, workload: str, part: _Partition,
-              linked: dict) -> tuple[list[Verdict], bool]:
+              linked: dict) -> tuple[list[Verdict], dict]:
     """The verdicts of one workload's lower and codegen (none when both are current), and
-    whether its object may then differ from the one the library was linked from
-    (``linked``: {object path: sha256} from the library's stamp)."""
+    what its object will be for the link: {object path: its sha256 once restored with the
+    bytes the library was linked from (``linked``: {path: sha256} from the library's
+    stamp), or None when it may differ}; empty when the object stays as it is."""
     lower_task, codegen_task = f"lower:{model}/{workload}", f"codegen:{model}/{workload}"
     lowered = lower_step(ctx, model, workload, part.recorded if part.repairs_only else None)
     low = lowered.decide(explain=True)
     if low.inputs is None:
-        return [Verdict.of(lower_task, low)], True
+        return [Verdict.of(lower_task, low)], {}
     if low.action == RUN:  # codegen's input is not known before lower ran: a prediction
-        old = (fingerprint.read_stamp(codegen_step(ctx, model, workload).output)
-               or {}).get("inputs", {})
-        return [Verdict.of(lower_task, low),
-                Verdict(codegen_task, RUN, [f"upstream output may change ({lower_task} will "
-                                            "run; if it makes the same TIR again, the rebuild "
-                                            "stops there)",
-                                            *config_changes(old.get("config"),
-                                                            ctx.config_for("codegen"),
-                                                            "codegen")])], True
+        compiled = codegen_step(ctx, model, workload)
+        old = (fingerprint.read_stamp(compiled.output) or {}).get("inputs", {})
+        may_change = Verdict(codegen_task, RUN, [f"upstream output may change ({lower_task} "
+                                                 "will run; if it makes the same TIR again, "
+                                                 "the rebuild stops there)",
+                                                 *config_changes(old.get("config"),
+                                                                 ctx.config_for("codegen"),
+                                                                 "codegen")])
+        return [Verdict.of(lower_task, low), may_change], {str(compiled.output): None}
     verdicts = []
     if low.action == CURRENT:
         compiled = codegen_step(ctx, model, workload, file_digest(lowered.output))
@@ -122,48 +108,49 @@ def _workload(ctx: Context, model: str, workload: str, part: _Partition,
                                 f"{lower_task} restored from the cache")
     cg = compiled.decide(explain=True)
     if cg.action == CURRENT:
-        return verdicts, False
-    same = (cg.action == RESTORE and cg.payload is not None
-            and linked.get(str(compiled.output)) == bytes_digest(cg.payload))
-    return [*verdicts, Verdict.of(codegen_task, cg)], not same
+        return verdicts, {}
+    restored = bytes_digest(cg.payload) if cg.action == RESTORE and cg.payload else None
+    same = restored is not None and linked.get(str(compiled.output)) == restored
+    return [*verdicts, Verdict.of(codegen_task, cg)], {str(compiled.output): restored
+                                                       if same else None}
 
 
-def _link(ctx: Context, model: str, part: _Partition, objects_change: int) -> Verdict | None:
-    """link: doit decides from the objects' content; predict from what changes upstream."""
+def _graph(layout: ModelLayout, part: _Partition, linked: dict) -> dict:
+    """What partition leaves of the graph's files for the link: {path: sha256 as its
+    manifest records it, or None when it may differ from what the library was linked
+    from (``linked``; partition runs with other inputs, or is restored with other
+    bytes)}; empty when partition is current."""
+    if part.decision.action == CURRENT:
+        return {}
+    out = {}
+    for name in part.manifest.graph_objects:
+        path = layout.graph_dir / name
+        digest = part.recorded.get(path) if part.repairs_only else None
+        other = part.decision.action == RESTORE and linked and linked.get(str(path)) != digest
+        out[str(path)] = None if other else digest
+    return out
+
+
+def _link(ctx: Context, model: str, part: _Partition, objects: dict,
+          linked: dict) -> Verdict | None:
+    """link: its own decision (link_check.Link), on its inputs as the steps before it leave
+    them; what those steps may change is said as theirs (``objects``: _workload's)."""
     layout = ctx.project.model(model)
+    graph = _graph(layout, part, linked)
     reasons = []
-    if objects_change:
-        reasons.append(f"upstream output may change ({objects_change} object(s) will be made "
+    if changing := sum(digest is None for digest in objects.values()):
+        reasons.append(f"upstream output may change ({changing} object(s) will be made "
                        "or restored; the same bytes again stop the rebuild there)")
     if part.decision.action == RUN and not part.repairs_only:
         reasons.append(f"upstream partition:{model} will run (the graph may change)")
-    if part.decision.action == RESTORE and link_check.relinks_after_restore(
-            ctx.project.build_dir / ".doit.db", layout, part.decision.payload,
-            part.manifest.graph_objects):
+    if part.decision.action == RESTORE and None in graph.values():
         reasons.append(f"upstream partition:{model} is restored with other graph objects")
-    if manifest_mod.read(layout.manifest) is None:  # restored into an empty build/
-        return Verdict(f"link:{model}", RUN, reasons or ["not built (or cleaned)"])
-    # the link the build makes once partition is done: of the manifest partition leaves
-    # (restored from the cache after a failed build in another layout: not the one on disk)
-    link = next(t for t in unit_tasks(ctx, model, kinds=("link",),
-                                      man=part.manifest if part.repairs_only else None))
-    status = _doit_status(ctx.project, link)
-    if status is None or status.status == "run":
-        # partition puts back exactly the files its manifest records (restored or rewritten)
-        rewritten = ({f"{p} {words}" for p in part.recorded for words in ("is missing", "changed")}
-                     if part.repairs_only else set())
-        reasons += [r for r in file_reasons(status) if r not in rewritten]
-        false = [utd for utd, *_ in (status.reasons.get("uptodate_false") or [])
-                 ] if status is not None else []
-        if false:
-            old = (fingerprint.read_stamp(layout.library) or {}).get("inputs")
-            repaired = ({str(p): d for p, d in part.recorded.items()}
-                        if part.repairs_only else {})
-            damaged = link_check.problems(layout.library, [Path(p) for p in link.file_dep],
-                                          will_be=repaired)
-            changed = config_changes(old, ctx.link_config(), "link")
-            settings = not all(isinstance(u, link_check.LibraryIntact) for u in false)
-            reasons += damaged + (changed or (["settings changed"] if settings else []))
+    decision = link_step(ctx, model, part.manifest, {**objects, **graph}).decide(explain=True)
+    never_linked = not (layout.library.exists()
+                        or fingerprint.stamp_path(layout.library).exists())
+    # a library never linked (or cleaned): what the steps before it do says it all
+    if decision.action == RUN and not (reasons and never_linked):
+        reasons += decision.reasons
     return Verdict(f"link:{model}", RUN, reasons) if reasons else None
 
 
@@ -172,9 +159,8 @@ def explain(root: Path, model: str, target_name: str | None = None,
     """What `doit build:<model> [target=...]` would do, task by task (only tasks that act).
 
     Runs where doit runs the build, in the project root (``root`` is that directory:
-    doit's state names files relative to it): the caller is there. The decisions are
-    the build's own: each cached step's ``Step.decide`` (partition, lower, codegen) and
-    doit's status of link (read only).
+    the stamps name files relative to it): the caller is there. The decisions are the
+    build's own: each step's ``decide`` (partition, lower, codegen, link).
     """
     # a query: its tasks take no build lock (nor wait for a build) and restore nothing
     ctx = replace(load_context(root, target_name, mcpu), query=True)
@@ -184,11 +170,11 @@ def explain(root: Path, model: str, target_name: str | None = None,
     if part.manifest is None:
         return [*verdicts, Verdict(f"(every workload of {model})", RUN,
                                    ["the workloads are known once partition has run"])]
-    objects_change = 0
+    objects = {}
     linked = link_check.linked_digests(ctx.project.model(model).library)
     for w in part.manifest.workloads:
-        found, changes = _workload(ctx, model, w.name, part, linked)
-        objects_change += changes and any(v.task.startswith("codegen:") for v in found)
+        found, obj = _workload(ctx, model, w.name, part, linked)
         verdicts += found
-    link = _link(ctx, model, part, objects_change)
+        objects.update(obj)
+    link = _link(ctx, model, part, objects, linked)
     return verdicts + ([link] if link is not None else [])
