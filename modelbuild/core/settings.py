@@ -13,7 +13,7 @@ in the ``[tool.modelbuild]`` table of the project's pyproject.toml, else its def
 Every setting is one ``Setting`` in ``SETTINGS`` (its key, its environment variable, its
 default, how its value is checked, an example for the hint); nothing else reads the
 environment or the table for them. To add one, add a ``Setting`` line there (and a row
-to the README's configuration table), then read it where it is used with
+to README.md and docs/configuration.md), then read it where it is used with
 ``config.get(key)`` (``config.path(key)`` for a file) on the ``Settings`` passed in. ``resolve(root)`` reads the table once; a value is
 checked when it is asked for, so a bad value of a setting that is not used is no error.
 Reading it is plain file work, no TVM. A missing file or table means defaults; an

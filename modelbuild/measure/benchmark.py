@@ -8,7 +8,7 @@ after every call instruction with the callee's name; a workload is called by
 its own name, so rows are named exactly like the manifest's workloads. The
 instrument costs about a microsecond a call, so those runs are not used for
 the end-to-end figures. VM built-ins (allocations, shape checks) are reported
-apart. Results follow the JSON schema of ``bench.json`` (see README).
+apart. Results follow the JSON schema of ``bench.json`` (see docs/commands.md).
 """
 
 from __future__ import annotations
