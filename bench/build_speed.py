@@ -92,7 +92,7 @@ from pathlib import Path
 from modelbuild.steps import link
 from modelbuild.core import manifest
 from modelbuild.targets import registry as targets
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 layout = Project(Path(sys.argv[1])).model(sys.argv[2])
 man = manifest.read(layout.manifest)
 objects = [layout.object(w.name) for w in man.workloads]
@@ -113,7 +113,7 @@ from pathlib import Path
 from modelbuild.steps import lower
 from modelbuild.targets import registry as targets
 from modelbuild.core.errors import BuildError
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 from modelbuild.schedules.active import of_files
 root, model, w, count = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 layout = Project(root).model(model)
@@ -139,7 +139,7 @@ import tvm
 from modelbuild.steps import codegen, link, lower
 from modelbuild.core import manifest
 from modelbuild.targets import registry as targets
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 from modelbuild.schedules.active import of_files
 root, model, w = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 layout = Project(root).model(model)

@@ -68,7 +68,7 @@ import json, sys, tempfile, time
 from pathlib import Path
 import tvm
 from modelbuild.core import manifest
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 from modelbuild.schedules.active import active
 from modelbuild.steps import codegen, lower
 from modelbuild.targets import registry

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from modelbuild.schedules import msdb, records
 from modelbuild.targets import registry as targets
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 from modelbuild.schedules.sample import sample_records
 from modelbuild.commands.workspace import load_workloads
 root, db = Path(sys.argv[1]), Path(sys.argv[2])

@@ -256,7 +256,7 @@ class _LockHolder:
     def __init__(self, root, model):
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-             "from modelbuild.core.layout import Project; from modelbuild.graph import build_lock; "
+             "from modelbuild.core.paths import Project; from modelbuild.graph import build_lock; "
              f"build_lock.hold(build_lock.lock_file(Project(Path.cwd()), {model!r})); "
              "print('held', flush=True); time.sleep(600)"],
             cwd=root, stdout=subprocess.PIPE, text=True)
@@ -386,7 +386,7 @@ def test_something_in_the_lock_s_place_is_said_once_and_left_as_it_is(tiny_copy,
 def test_no_lock_is_another_s(tmp_path):
     """A model named m.sweep had m's sweep lock for its build lock; one named serve had
     serve's."""
-    from modelbuild.core.layout import Project
+    from modelbuild.core.paths import Project
     from modelbuild.graph import build_lock
 
     project = Project(tmp_path)

@@ -18,7 +18,7 @@ from conftest import (
 )
 from onnx_models import repeated_conv_model, tiny_model
 
-from modelbuild.core.layout import Project as Layout
+from modelbuild.core.paths import Project as Layout
 from modelbuild.cache import store as cache
 
 

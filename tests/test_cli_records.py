@@ -275,7 +275,7 @@ def test_a_sampled_decision_a_later_instruction_cannot_follow_is_skipped(tiny_bu
     later instruction. Such a sample is skipped, as one the post-processors refuse."""
     from tvm.s_tir.schedule import Trace
 
-    from modelbuild.core.layout import Project
+    from modelbuild.core.paths import Project
     from modelbuild.core.workloads import load_json
     from modelbuild.schedules import sample
     from modelbuild.targets import registry

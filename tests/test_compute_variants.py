@@ -352,7 +352,7 @@ def test_a_record_tvm_miscompiles_is_caught_by_the_numeric_check(tmp_path):
     """The check sample and import run: the record's kernel against the workload itself."""
     import tvm
 
-    from modelbuild.core.layout import Project as Layouts
+    from modelbuild.core.paths import Project as Layouts
     from modelbuild.core.workloads import copy
     from modelbuild.schedules import numeric_check
     from modelbuild.schedules.active import of_json

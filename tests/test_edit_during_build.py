@@ -17,7 +17,7 @@ from conftest import (assert_close, cli, make_project, model_inputs, patched_env
 from onnx_models import tiny_model
 
 from modelbuild.core import regular_file
-from modelbuild.core.layout import Project as Layout
+from modelbuild.core.paths import Project as Layout
 from modelbuild.decision import fingerprint
 from modelbuild.cache.store import Cache
 from modelbuild.decision.cached_step import Step

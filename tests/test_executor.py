@@ -345,7 +345,7 @@ def test_a_worker_s_partition_that_is_no_bundle_writes_nothing(tiny_copy, sent):
     import msgpack  # noqa: F401 - the bundle's format
 
     from modelbuild.core.errors import BuildError
-    from modelbuild.core.layout import Project as Layouts
+    from modelbuild.core.paths import Project as Layouts
     from modelbuild.cluster.executor_steps import partition_on_worker
     from modelbuild.targets import registry
 

@@ -16,7 +16,7 @@ from onnx_models import provenance_model, tiny_model
 from modelbuild.commands import explain
 from modelbuild.core import manifest
 from modelbuild.core.errors import BuildError
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 
 
 def explain_json(project, *args) -> dict:

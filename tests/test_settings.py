@@ -13,7 +13,7 @@ from onnx_models import tiny_model
 
 from modelbuild.core import settings
 from modelbuild.core.errors import BuildError
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 from modelbuild.cache import store as cache
 
 

@@ -13,7 +13,7 @@ from conftest import sha256, tiny_conv_workload
 
 from modelbuild.commands import sweep, sweep_plan, sweep_records
 from modelbuild.core.errors import BuildError
-from modelbuild.core.layout import Project
+from modelbuild.core.paths import Project
 from modelbuild.graph import build_lock
 from modelbuild.schedules import records
 

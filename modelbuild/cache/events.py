@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core import atomic, regular_file
 from ..core.digits import is_decimal
-from ..core.layout import Project
+from ..core.paths import Project
 from .entry_format import DAMAGED, REASONS, known_reason
 
 EVENTS = ("hit", "miss", "corrupt", "upload")

@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 from ..core import regular_file, settings
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.paths import Project
 from . import signing
 
 MODES = settings.REMOTE_CACHE_MODES

@@ -45,7 +45,7 @@ from pathlib import Path
 from ..core import atomic, regular_file, settings
 from ..core.digest import bytes_digest
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.paths import Project
 from ..steps import kinds
 from .entry_format import (DAMAGED, INVALID, damage, earlier_format, frame, header_vouches,
                            known_reason, unframe_signed)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ..core import regular_file, settings
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.paths import Project
 from .tls import TlsFiles
 from .tls import configured as tls_configured
 

@@ -73,7 +73,7 @@ def run_partition(folder: Path, args: dict) -> bytes:
 
     import msgpack
 
-    from ..core.layout import Project
+    from ..core.paths import Project
     from ..steps import partition
     from ..steps.partition_output import PartitionOutput
 

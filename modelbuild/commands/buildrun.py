@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from ..core.layout import Project
+from ..core.paths import Project
 from ..targets.registry import Choice
 
 

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..core.digest import file_digest
 from ..core.errors import BuildError, no_workload
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..core.manifest import Manifest, Operator
 from ..core.units import format_size
 from ..schedules import status
@@ -37,7 +37,7 @@ LAYOUT_CHANGE_WHY = ("no operator of the model: the build's layout converts a te
 # -- reports ---------------------------------------------------------------------
 
 
-def model_report(layout: ModelLayout, man: Manifest) -> dict:
+def model_report(layout: ModelPaths, man: Manifest) -> dict:
     """Every workload (in model order) with the operators it computes; the operators
     with no kernel."""
     bench, bench_note = benchmark(layout)
@@ -68,7 +68,7 @@ def model_report(layout: ModelLayout, man: Manifest) -> dict:
     }
 
 
-def workload_report(layout: ModelLayout, man: Manifest, workload: str) -> dict:
+def workload_report(layout: ModelPaths, man: Manifest, workload: str) -> dict:
     """One workload: its operators, its record, its artifacts, its measured time."""
     if man.workload(workload) is None:
         names = [w.name for w in man.workloads]
@@ -97,7 +97,7 @@ def workload_report(layout: ModelLayout, man: Manifest, workload: str) -> dict:
     }
 
 
-def node_report(layout: ModelLayout, man: Manifest, node: str) -> dict:
+def node_report(layout: ModelPaths, man: Manifest, node: str) -> dict:
     """Which workload computes one operator of the model, or why none does."""
     if not man.operators:
         raise BuildError(f"no provenance recorded for model '{layout.name}': "
@@ -128,7 +128,7 @@ def workloads_in_model_order(man: Manifest) -> list[str]:
     return sorted((w.name for w in man.workloads), key=lambda n: (first.get(n, end), n))
 
 
-def benchmark(layout: ModelLayout) -> tuple[dict | None, str]:
+def benchmark(layout: ModelPaths) -> tuple[dict | None, str]:
     """The last benchmark of the model (bench.json), or None and why not."""
     path = _bench_path(layout)
     if not path.is_file():
@@ -148,7 +148,7 @@ def benchmark(layout: ModelLayout) -> tuple[dict | None, str]:
     return data, ""
 
 
-def _bench_path(layout: ModelLayout) -> Path:
+def _bench_path(layout: ModelPaths) -> Path:
     return layout.dir / "bench.json"  # where `python -m modelbuild bench` saves its result
 
 

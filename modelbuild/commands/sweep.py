@@ -22,7 +22,7 @@ from rich.markup import escape
 from ..core import atomic, interrupts
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout, Project
+from ..core.paths import ModelPaths, Project
 from ..graph import build_lock
 from ..measure import benchmark
 from ..schedules import variants
@@ -74,7 +74,7 @@ class Sweep:
     rows: list[Row] = field(default_factory=list)
 
     @property
-    def layout(self) -> ModelLayout:
+    def layout(self) -> ModelPaths:
         return self.project.model(self.model)
 
     def run_step(self, step: Step, records: ActiveRecords, man, on_phase) -> Row:

@@ -9,7 +9,7 @@ import re
 
 from ..core import manifest as manifest_mod
 from ..core.errors import BuildError, no_workload
-from ..core.layout import ModelLayout, Project
+from ..core.paths import ModelPaths, Project
 from ..schedules import active, variants
 from ..targets import registry
 from .workspace import model_layout, partitioned
@@ -20,7 +20,7 @@ Step = dict  # workload -> variant number, None for "no record" (the target's de
 # a compute's name (the default schedule on that compute: variants.choose)
 
 
-def plan(layout: ModelLayout, workloads: list[str], chosen: list | None, mode: str) -> list[Step]:
+def plan(layout: ModelPaths, workloads: list[str], chosen: list | None, mode: str) -> list[Step]:
     """The steps of the sweep: one-at-a-time varies one workload per step, cross all at once."""
     per = {}
     for w in workloads:
@@ -51,7 +51,7 @@ def plan_size_text(steps: list[Step], workloads, mode: str) -> str:
     return f"{sep.join(str(counts[w]) for w in workloads)} variants, {how}"
 
 
-def check_workloads(layout: ModelLayout, man, workloads) -> None:
+def check_workloads(layout: ModelPaths, man, workloads) -> None:
     if man is not None:
         unknown = [w for w in workloads if man.workload(w) is None]
         if unknown:

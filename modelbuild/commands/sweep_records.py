@@ -12,18 +12,18 @@ import msgpack
 
 from ..core import atomic, regular_file
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..schedules import variants
 from .sweep_plan import Step
 
 
-def snapshot(layout: ModelLayout, workloads) -> dict[str, bytes | None]:
+def snapshot(layout: ModelPaths, workloads) -> dict[str, bytes | None]:
     """The active record of each workload as bytes, None where there is none."""
     return {w: layout.record(w).read_bytes() if layout.record(w).is_file() else None
             for w in workloads}
 
 
-def restore(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
+def restore(layout: ModelPaths, saved: dict[str, bytes | None]) -> None:
     for w, data in saved.items():
         if data is None:
             layout.record(w).unlink(missing_ok=True)
@@ -31,14 +31,14 @@ def restore(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
             atomic.write_bytes(layout.record(w), data)
 
 
-def keep_journal(layout: ModelLayout, saved: dict[str, bytes | None]) -> None:
+def keep_journal(layout: ModelPaths, saved: dict[str, bytes | None]) -> None:
     """Keep the active records a sweep found (``layout.sweep_journal``) until it has put them
     back: a sweep killed outright (SIGKILL, the OOM killer, a power cut) leaves the file, and
     the next sweep or select of the model puts them back first (a build warns)."""
     atomic.write_bytes(layout.sweep_journal, msgpack.packb(saved))
 
 
-def recover(layout: ModelLayout) -> list[str]:
+def recover(layout: ModelPaths) -> list[str]:
     """Put back the active records a killed sweep of the model found (its journal), and
     remove the journal; returns what it did, a line per workload (none: no sweep was
     killed). Called with the model's sweep lock held: no sweep of it runs.
@@ -91,7 +91,7 @@ class ActiveRecords:
     ends; the record the sweep found becomes a variant, as after a killed sweep. (An edit
     saved in the instant between the sweep's look and its write is not seen.)"""
 
-    layout: ModelLayout
+    layout: ModelPaths
     saved: dict[str, bytes | None]
     # the user's edits, by workload: (their bytes, the variant they are kept as)
     edited: dict[str, tuple[bytes, int]] = field(default_factory=dict)
@@ -138,7 +138,7 @@ class ActiveRecords:
         return said
 
 
-def describe(layout: ModelLayout, w: str) -> str:
+def describe(layout: ModelPaths, w: str) -> str:
     if not layout.record(w).is_file():
         return "no record"
     k = variants.active_variant(layout, w)

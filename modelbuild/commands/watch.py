@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core import manifest, models
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.paths import Project
 from ..schedules import active
 from ..targets import registry
 from . import options

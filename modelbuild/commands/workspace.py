@@ -22,7 +22,7 @@ from ..core import manifest as manifest_mod
 from ..core import onnx_files
 from ..core import models
 from ..core.errors import BuildError, no_workload, unknown_model
-from ..core.layout import ModelLayout, Project
+from ..core.paths import ModelPaths, Project
 from ..core.workloads import load_json
 from ..schedules.compute_record import computes
 from ..targets import registry
@@ -30,7 +30,7 @@ from ..targets.registry import TargetSpec
 from .output import errors
 
 
-def model_layout(project: Project, model: str) -> ModelLayout:
+def model_layout(project: Project, model: str) -> ModelPaths:
     found, refused = models.discover_all(project.models_dir)
     if model in refused:
         raise refused[model]
@@ -48,7 +48,7 @@ def choice_of(args) -> registry.Choice:
 @dataclass(frozen=True)
 class Partitioned:
     manifest: manifest_mod.Manifest
-    layout: ModelLayout  # where its workload files are: build/<model>/, or a private folder
+    layout: ModelPaths  # where its workload files are: build/<model>/, or a private folder
 
     def functions(self) -> dict:
         """name -> PrimFunc of every workload of the partition."""
@@ -73,7 +73,7 @@ class Workspace:
 
     project: Project
     model: str
-    layout: ModelLayout
+    layout: ModelPaths
     choice: registry.Choice
 
     @property
@@ -140,7 +140,7 @@ def _private_partition(project: Project, ctx, model: str) -> Partitioned:
                  "which); partitioning it privately (build/ is left as it is)")
     folder = Path(tempfile.mkdtemp(prefix=f"modelbuild-{model}-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    private = ModelLayout(Project(folder), model)
+    private = ModelPaths(Project(folder), model)
     spec = ctx.models[model]
     partition.run(onnx_files.read(spec.onnx_path), spec, private, ctx.target)
     return Partitioned(manifest_mod.read(private.manifest), private)

@@ -13,7 +13,7 @@ from ..cluster import executor as executor_mod
 from ..cluster.executor import Executor
 from ..core import models, settings
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.paths import Project
 from ..core.models import ModelSpec
 from ..core.passes import PASSES, default_layout
 from ..steps import code, environment

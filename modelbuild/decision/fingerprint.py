@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core import atomic, regular_file
 from ..core.digest import bytes_digest
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..schedules.active import active, tir_compute, with_computes
 from ..schedules.compute_record import computes
 
@@ -31,7 +31,7 @@ class Inputs(dict):
         self.given = given
 
 
-def lower_inputs(config: dict, layout: ModelLayout, name: str,
+def lower_inputs(config: dict, layout: ModelPaths, name: str,
                  recorded: dict | None = None) -> Inputs:
     """Given: (the TIR bytes of the compute the record names, the active record).
     ``recorded``: the digests of partition's outputs by path, when known without the files

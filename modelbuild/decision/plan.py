@@ -19,7 +19,7 @@ import msgpack
 
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..steps.partition_output import MANIFEST
 from . import fingerprint, link_check
 from .cached_step import CURRENT, RESTORE, RUN, Decision
@@ -115,7 +115,7 @@ def _workload(ctx: Context, model: str, workload: str, part: _Partition,
                                                        if same else None}
 
 
-def _graph(layout: ModelLayout, part: _Partition, linked: dict) -> dict:
+def _graph(layout: ModelPaths, part: _Partition, linked: dict) -> dict:
     """What partition leaves of the graph's files for the link: {path: sha256 as its
     manifest records it, or None when it may differ from what the library was linked
     from (``linked``; partition runs with other inputs, or is restored with other

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from ..cache.store import REMOTE
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..schedules.changes import record_changes
 from ..steps import environment
 from . import fingerprint
@@ -151,7 +151,7 @@ def partition(step: Step, stamp: dict | None, decision: Decision) -> list[str]:
     return out
 
 
-def lower(layout: ModelLayout, workload: str, step: Step, stamp: dict | None,
+def lower(layout: ModelPaths, workload: str, step: Step, stamp: dict | None,
           decision: Decision) -> list[str]:
     if decision.inputs is None:
         return ["workload file missing"]

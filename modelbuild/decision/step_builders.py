@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core import onnx_files
 from ..core.digest import bytes_digest, file_digest
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..core.manifest import Manifest
 from ..core.models import ModelSpec, check_exists
 from ..steps import kinds
@@ -21,11 +21,11 @@ from .cached_step import Step
 from .context import Context
 
 
-def _stamped_external(layout: ModelLayout, onnx_digest: str) -> tuple[str, ...] | None:
+def _stamped_external(paths: ModelPaths, onnx_digest: str) -> tuple[str, ...] | None:
     """The external data files of the model's ONNX bytes of sha256 ``onnx_digest``, as the
     last partition's stamp lists them when it was made from those bytes (no onnx parse on a
     no-op build); None otherwise."""
-    stamp = fingerprint.read_stamp(layout.manifest)
+    stamp = fingerprint.read_stamp(paths.manifest)
     sources = ((stamp or {}).get("inputs") or {}).get("sources")
     if (isinstance(sources, dict) and isinstance(sources.get("onnx"), dict)
             and sources["onnx"].get("sha256") == onnx_digest
@@ -52,7 +52,7 @@ def layout_of(spec: ModelSpec, config: dict) -> str:
     return default_layout(kind)
 
 
-def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout,
+def partition_inputs_of(config: dict, spec: ModelSpec, paths: ModelPaths,
                         root: Path) -> fingerprint.Inputs:
     """What decides partition's output: the settings, the model's name, its declared input
     shapes as this doit run read them, and the content of every file it reads (the
@@ -68,7 +68,7 @@ def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout,
         return {"file": os.path.relpath(path, root), "sha256": digest}
 
     check_exists(spec)  # a regular file: a folder, a pipe or /dev/zero is said, not read
-    source = onnx_files.read(spec.onnx_path, functools.partial(_stamped_external, layout))
+    source = onnx_files.read(spec.onnx_path, functools.partial(_stamped_external, paths))
     return fingerprint.Inputs(
         {"step": "partition", "model": spec.name, "layout": layout_of(spec, config),
          "config": config, "declared_inputs": spec.inputs,
@@ -81,11 +81,11 @@ def partition_inputs_of(config: dict, spec: ModelSpec, layout: ModelLayout,
 
 
 def partition_step(ctx: Context, spec: ModelSpec) -> Step:
-    layout = ctx.project.model(spec.name)
-    return Step(f"partition:{spec.name}", kinds.PARTITION.cache, ctx.cache, layout.manifest,
-                functools.partial(partition_inputs_of, ctx.config_for("partition"), spec, layout,
+    paths = ctx.project.model(spec.name)
+    return Step(f"partition:{spec.name}", kinds.PARTITION.cache, ctx.cache, paths.manifest,
+                functools.partial(partition_inputs_of, ctx.config_for("partition"), spec, paths,
                                   ctx.project.root),
-                PartitionOutput(layout), reasons.partition)
+                PartitionOutput(paths), reasons.partition)
 
 
 def partition_current(ctx: Context, spec: ModelSpec) -> bool:
@@ -99,25 +99,25 @@ def partition_current(ctx: Context, spec: ModelSpec) -> bool:
 def lower_step(ctx: Context, model: str, workload: str, recorded: dict | None = None) -> Step:
     """``recorded``: partition's outputs' digests by path, when known without the files (a
     prediction)."""
-    layout = ctx.project.model(model)
+    paths = ctx.project.model(model)
     return Step(f"lower:{model}/{workload}", kinds.LOWER.cache, ctx.cache,
-                layout.lowered(workload),
-                functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), layout,
+                paths.lowered(workload),
+                functools.partial(fingerprint.lower_inputs, ctx.config_for("lower"), paths,
                                   workload, recorded),
-                store=LoweredOutput(layout.lowered(workload)),
-                why=functools.partial(reasons.lower, layout, workload))
+                store=LoweredOutput(paths.lowered(workload)),
+                why=functools.partial(reasons.lower, paths, workload))
 
 
 def codegen_step(ctx: Context, model: str, workload: str,
                  lowered_digest: str | None = None, upstream: str | None = None) -> Step:
     """``lowered_digest``: the lowered TIR's digest when known without the file (a prediction);
     ``upstream``: how that TIR comes about, for the reasons (by default lower's task name)."""
-    layout = ctx.project.model(model)
+    paths = ctx.project.model(model)
     upstream = upstream or f"lower:{model}/{workload}"
-    output = layout.object(workload, ctx.target.artifact_suffix)
+    output = paths.object(workload, ctx.target.artifact_suffix)
     return Step(f"codegen:{model}/{workload}", kinds.CODEGEN.cache, ctx.cache, output,
                 functools.partial(fingerprint.codegen_inputs, ctx.config_for("codegen"),
-                                  layout.lowered(workload), workload, lowered_digest),
+                                  paths.lowered(workload), workload, lowered_digest),
                 store=ObjectOutput(output, workload, ctx.target.artifact_suffix),
                 why=functools.partial(reasons.codegen, upstream))
 
@@ -128,9 +128,9 @@ def link_step(ctx: Context, model: str, man: Manifest, will_be: dict | None = No
     one partition will leave, where `why` knows it before the build). ``will_be``: the
     inputs as the steps before the link will leave them (a prediction: link_check.Link);
     ``refresh``: the build's check, which remembers what it verified."""
-    layout = ctx.project.model(model)
+    paths = ctx.project.model(model)
     return link_check.Link(
-        f"link:{model}", layout.library, ctx.link_config(),
-        tuple(layout.object(w.name, ctx.target.artifact_suffix) for w in man.workloads),
-        tuple(layout.graph_dir / name for name in man.graph_objects),
-        layout.partition_checked, will_be, refresh, reasons.link)
+        f"link:{model}", paths.library, ctx.link_config(),
+        tuple(paths.object(w.name, ctx.target.artifact_suffix) for w in man.workloads),
+        tuple(paths.graph_dir / name for name in man.graph_objects),
+        paths.partition_checked, will_be, refresh, reasons.link)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from doit.task import Task, dict_to_task
 
 from ..core.digits import is_decimal
-from ..core.layout import Project
+from ..core.paths import Project
 from ..measure import RUNS_MAX
 from .actions import invalid, step
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..core.digits import is_decimal
 from ..core.errors import BuildError
-from ..core.layout import Project
+from ..core.paths import Project
 
 
 def lock_file(project: Project, model: str) -> Path:

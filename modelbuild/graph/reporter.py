@@ -28,7 +28,7 @@ from rich.progress import (
 
 from ..cache import events
 from ..core import manifest as manifest_mod
-from ..core.layout import Project
+from ..core.paths import Project
 from ..decision.cached_step import restored_from_cache
 from ..steps import kinds
 from . import build_lock

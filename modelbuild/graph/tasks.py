@@ -72,12 +72,12 @@ def _remove_outputs(paths, owner: str = "") -> None:
                 path.unlink()
 
 
-def _remove_others(layout, workloads: set) -> None:
+def _remove_others(paths, workloads: set) -> None:
     """After a link: the lowered TIR and objects of workloads the model no longer has (an
     earlier layout's, CPU's or model's), with their stamps, and temporary files that a
     killed step left. The library never used them (link takes the manifest's); they only
     piled up. Their cache entries stay. Another process's temporary files stay too."""
-    for folder in (layout.lowered("x").parent, layout.object("x").parent):
+    for folder in (paths.lowered("x").parent, paths.object("x").parent):
         if folder.is_dir():
             atomic.sweep(folder.iterdir(), lambda p: p.name.split(".", 1)[0] in workloads)
 
@@ -98,17 +98,17 @@ def _locked(ctx: Context, model: str) -> list:
 
 
 def partition_task(ctx: Context, spec: ModelSpec) -> Task:
-    layout = ctx.project.model(spec.name)
-    previous = manifest_mod.read(layout.manifest)
-    outputs = [layout.partition_dir / rel for rel, _, _ in previous.outputs] if previous else []
+    paths = ctx.project.model(spec.name)
+    previous = manifest_mod.read(paths.manifest)
+    outputs = [paths.partition_dir / rel for rel, _, _ in previous.outputs] if previous else []
     cached = partition_step(ctx, spec)
     run = (partition.run if ctx.executor is None
            else functools.partial(partition_on_worker, ctx.executor))
     return _subtask(
         "partition", spec.name,
         doc=f"partition {spec.name}",
-        actions=[(step, [cached.build, run, spec, layout, ctx.target])],
-        targets=[str(layout.manifest), *map(str, outputs)],
+        actions=[(step, [cached.build, run, spec, paths, ctx.target])],
+        targets=[str(paths.manifest), *map(str, outputs)],
         uptodate=[*_locked(ctx, spec.name), Uptodate(cached, restore=not ctx.query)],
         clean=[_held(ctx, spec.name), _clean_with_stamp],
     )
@@ -118,23 +118,23 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
                man: manifest_mod.Manifest | None = None):
     """The lower, codegen and link tasks of one model, from its manifest (``man``: the one
     partition will leave, where `why` knows it before the build; else the one on disk)."""
-    layout = ctx.project.model(model)
-    man = man or manifest_mod.read(layout.manifest)
+    paths = ctx.project.model(model)
+    man = man or manifest_mod.read(paths.manifest)
     if man is None:
-        raise BuildError(f"no manifest for model '{model}' at {layout.manifest}",
+        raise BuildError(f"no manifest for model '{model}' at {paths.manifest}",
                          hint=f"run `doit partition:{model}` first")
     for w in man.workloads:
-        record = located(layout, w.name)
+        record = located(paths, w.name)
         lowered = lower_step(ctx, model, w.name)
         if "lower" in kinds:
             yield _subtask(
                 "lower", f"{model}/{w.name}",
                 doc=f"apply {record[0] if record else 'the default schedule'} to {w.name}",
-                actions=[(step, [lowered.build, lower_here, layout, w.name, ctx.target])
+                actions=[(step, [lowered.build, lower_here, paths, w.name, ctx.target])
                          if ctx.executor is None else
-                         (step, [lowered.build, lower_on_worker, ctx.executor, layout, w.name,
+                         (step, [lowered.build, lower_on_worker, ctx.executor, paths, w.name,
                                  ctx.target])],
-                targets=[str(layout.lowered(w.name))],
+                targets=[str(paths.lowered(w.name))],
                 uptodate=[*_locked(ctx, model), Uptodate(lowered, restore=not ctx.query)],
                 clean=[_held(ctx, model), _clean_with_stamp],
             )
@@ -146,7 +146,7 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
                 actions=[(step, [compiled.build, codegen.compile_to, compiled.output, ctx.target,
                                  w.name])
                          if ctx.executor is None else
-                         (step, [compiled.build, codegen_on_worker, ctx.executor, layout, w.name,
+                         (step, [compiled.build, codegen_on_worker, ctx.executor, paths, w.name,
                                  compiled.output, ctx.target])],
                 task_dep=[f"{CODEGEN.upstream}:{model}/{w.name}"],
                 targets=[str(compiled.output)],
@@ -157,15 +157,15 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
         linking = link_step(ctx, model, man, refresh=True)
         yield _subtask(
             "link", model,
-            doc=f"link {layout.library}",
+            doc=f"link {paths.library}",
             actions=[(step, [link_check.linked, link.run, list(linking.objects),
-                             list(linking.graph), layout.library, ctx.target, linking.config,
-                             layout.partition_checked]),
-                     (_remove_others, [layout, {w.name for w in man.workloads}])],
+                             list(linking.graph), paths.library, ctx.target, linking.config,
+                             paths.partition_checked]),
+                     (_remove_others, [paths, {w.name for w in man.workloads}])],
             # after the steps that write its inputs; whether it runs is its own decision
             task_dep=[f"partition:{model}", *(f"{LINK.upstream}:{model}/{w.name}"
                                               for w in man.workloads)],
-            targets=[str(layout.library)],
+            targets=[str(paths.library)],
             uptodate=[*_locked(ctx, model), Uptodate(linking)],
             clean=[_held(ctx, model), _clean_with_stamp],
         )
@@ -173,11 +173,11 @@ def unit_tasks(ctx: Context, model: str, kinds=("lower", "codegen", "link"),
 
 def link_placeholder(ctx: Context, model: str) -> Task:
     """Stands for link:<model> until partition:<model> ran; then creates the model's tasks."""
-    layout = ctx.project.model(model)
+    paths = ctx.project.model(model)
     loader = DelayedLoader(functools.partial(unit_tasks, ctx, model), executed=f"partition:{model}")
     task = Task(f"link:{model}", None, loader=loader, doc=f"link {model} (after partition)",
                 clean=[_held(ctx, model),
-                       (_remove_outputs, [[str(layout.library)], f"link:{model}"])])
+                       (_remove_outputs, [[str(paths.library)], f"link:{model}"])])
     task.subtask_of = "link"
     return task
 
@@ -274,11 +274,11 @@ def _warn_killed_sweeps(ctx: Context) -> None:
     import sys
 
     for model in ctx.run_models:
-        layout = ctx.project.model(model)
-        if layout.sweep_journal.exists() and \
+        paths = ctx.project.model(model)
+        if paths.sweep_journal.exists() and \
                 not build_lock.held(build_lock.sweep_lock_file(ctx.project, model)):
             print(f"warning: a sweep of {model} was killed before it put back the active "
-                  f"records it found ({layout.sweep_journal}): the active records may be its "
+                  f"records it found ({paths.sweep_journal}): the active records may be its "
                   f"variants; `python -m modelbuild select` (or sweep) of {model} puts back "
                   "the ones it left (a record you wrote since stays)", file=sys.stderr)
 

@@ -127,7 +127,7 @@ def save(path: Path, result: dict) -> None:
 
 def measure_built(layout, *, model: str, target: str, runs: int = 10, warmup: int = 2,
                   on_progress: Progress | None = None) -> dict:
-    """Time the built library of ``model`` (its ModelLayout ``layout``) and save the result
+    """Time the built library of ``model`` (its ModelPaths ``layout``) and save the result
     to its bench.json: what `python -m modelbuild bench` and `doit bench:<model>` share."""
     from ..core import manifest
     from ..core.errors import BuildError

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..core.digest import bytes_digest
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from . import compute_record, python_schedule, records
 from .changes import record_changes
 
@@ -248,12 +248,12 @@ def with_computes(record: Active, computes: list[str]) -> Active:
     return record.for_computes(computes) if isinstance(record, Variant) else record
 
 
-def candidates(layout: ModelLayout, workload: str) -> tuple[Path, Path]:
+def candidates(layout: ModelPaths, workload: str) -> tuple[Path, Path]:
     """Where a workload's record can be: its JSON trace, its Python schedule."""
     return layout.record(workload), layout.python_record(workload)
 
 
-def located(layout: ModelLayout, workload: str) -> tuple[Path, ...]:
+def located(layout: ModelPaths, workload: str) -> tuple[Path, ...]:
     """The record files of a workload that exist now (none read: cheap, for listings)."""
     return tuple(p for p in candidates(layout, workload) if p.is_file())
 
@@ -308,12 +308,12 @@ def of_json(workload: str, path: Path, data: bytes) -> Trace | Variant | Invalid
         return Invalid(workload, path, data, err.message, err.hint)
 
 
-def active(layout: ModelLayout, workload: str) -> Active:
+def active(layout: ModelPaths, workload: str) -> Active:
     """The record ``workload`` builds with now, read once."""
     return of_files(workload, candidates(layout, workload))
 
 
-def record_files(layout: ModelLayout) -> list[Path]:
+def record_files(layout: ModelPaths) -> list[Path]:
     """Every active record file of the model (JSON and Python), by name; variants are apart."""
     return record_files_in(layout.records_dir)
 
@@ -343,7 +343,7 @@ def files_in(folder: Path) -> list[Path]:
     return found + [f for p in found if _is_python(p) for f in of_files(p.stem, (p,)).files()]
 
 
-def python_file(layout: ModelLayout, workload: str) -> Path | None:
+def python_file(layout: ModelPaths, workload: str) -> Path | None:
     """The workload's Python schedule file, None when it has none (nothing read): a JSON
     record written beside it would not be the active one."""
     path = layout.python_record(workload)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..targets.registry import TargetSpec
 from .active import Conflict, candidates, of_files, record_files, tir_compute, with_computes
 from .compute_record import DIRECT
@@ -88,7 +88,7 @@ def _unreadable_folder(folder: Path) -> str | None:
         return f"the model's schedules folder cannot be read: {err.strerror or err}"
 
 
-def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec,
+def check_model(layout: ModelPaths, funcs: dict, target_spec: TargetSpec,
                 variant_funcs: dict | None = None) -> tuple[int, list[Problem]]:
     """(number of files checked, problems) for the active records and all variants;
     ``variant_funcs`` as check_file takes it."""
@@ -105,7 +105,7 @@ def check_model(layout: ModelLayout, funcs: dict, target_spec: TargetSpec,
     return len(files), _conflicts(layout, [p for p, w in files if w is None]) + problems
 
 
-def _conflicts(layout: ModelLayout, active: list[Path]) -> list[Problem]:
+def _conflicts(layout: ModelPaths, active: list[Path]) -> list[Problem]:
     """A workload with two active records (``<w>.json`` and ``<w>.py``): each file is fine
     alone, and the build fails until one is deleted."""
     out = []

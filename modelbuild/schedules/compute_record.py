@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from . import records
 
 DIRECT = "direct"
@@ -70,7 +70,7 @@ def to_json(workload: str, compute: str, record: records.Record | None = None,
     return text.replace('{\n', '{\n  "compute": ' + json.dumps(compute) + ",\n", 1)
 
 
-def computes(layout: ModelLayout, workload: str, recorded: dict | None = None) -> list[str]:
+def computes(layout: ModelPaths, workload: str, recorded: dict | None = None) -> list[str]:
     """The computes partition made for ``workload`` (``direct`` first): its TIR files, or
     among ``recorded`` (path -> digest, what the manifest records) when given."""
     prefix = f"{workload}@"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.digits import is_decimal
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..targets.registry import TargetSpec
 from ..core import atomic
 from . import active, compute_record, records, variants
@@ -205,7 +205,7 @@ def trials_for(work_dir: Path, funcs: dict) -> int:
                if any(rec.workload.same_as(w) for w in known))
 
 
-def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout,
+def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelPaths,
                     source: str = "tuned", only: set[str] | None = None,
                     keep_if_faster: TargetSpec | None = None,
                     variant_funcs: dict | None = None, validated: bool = False) -> ImportReport:
@@ -280,7 +280,7 @@ def import_database(work_dir: Path, model: str, funcs: dict, layout: ModelLayout
     return report
 
 
-def _faster_than_now(report: ImportReport, layout: ModelLayout, name: str, direct, func,
+def _faster_than_now(report: ImportReport, layout: ModelPaths, name: str, direct, func,
                      record, target: TargetSpec, variant_funcs: dict | None) -> bool:
     """Whether ``record`` (for the TIR ``func``) runs faster by the margin than what the
     build runs for workload ``name`` now: its active record when it has one that applies,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..core.manifest import Manifest
 from . import variants
 from .active import Conflict, Default, Invalid, Python, Variant, active, tir_compute
@@ -45,7 +45,7 @@ def other_cpu(record_target: dict, build_target: dict | None) -> str:
     return "" if tuned == building else f"tuned for {tuned}, building for {building}: applies"
 
 
-def rows(layout: ModelLayout, man: Manifest, build_target: dict | None = None) -> list[Row]:
+def rows(layout: ModelPaths, man: Manifest, build_target: dict | None = None) -> list[Row]:
     """A row per workload; ``build_target`` (the target dict a build uses) notes records
     tuned for another CPU. Each row says which compute the workload builds and which it
     could (``compute``, ``computes``)."""
@@ -59,7 +59,7 @@ def rows(layout: ModelLayout, man: Manifest, build_target: dict | None = None) -
     return out
 
 
-def _variant_row(layout: ModelLayout, w, record: Variant, count: int) -> Row:
+def _variant_row(layout: ModelPaths, w, record: Variant, count: int) -> Row:
     have = computes(layout, w.name)
     if record.compute not in have:
         return Row(w.name, "invalid", None, str(record.path), None, count,
@@ -74,7 +74,7 @@ def _variant_row(layout: ModelLayout, w, record: Variant, count: int) -> Row:
                f"a trace of the {record.compute} compute")
 
 
-def _row(layout: ModelLayout, w, record, build_target: dict | None) -> Row:
+def _row(layout: ModelPaths, w, record, build_target: dict | None) -> Row:
     path = record.path
     count = len(variants.existing(layout, w.name))
     if isinstance(record, Conflict):

@@ -12,12 +12,12 @@ from pathlib import Path
 from ..core import atomic
 from ..core.digits import is_decimal
 from ..core.errors import BuildError, no_workload
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..targets.registry import TargetSpec
 from . import compute_record, records
 
 
-def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
+def existing(layout: ModelPaths, workload: str) -> dict[int, Path]:
     folder = layout.variants_dir(workload)
     found = {}
     if folder.is_dir():
@@ -27,7 +27,7 @@ def existing(layout: ModelLayout, workload: str) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, count: int,
+def sample(layout: ModelPaths, workload: str, func, target_spec: TargetSpec, count: int,
            seed: int = 1, compute: str | None = None) -> list[Path]:
     """Write ``count`` new sampled variants, numbered after the existing ones. ``compute``:
     ``func`` is that compute's TIR, and each variant names it (compute_record.py)."""
@@ -46,7 +46,7 @@ def sample(layout: ModelLayout, workload: str, func, target_spec: TargetSpec, co
     return written
 
 
-def require(layout: ModelLayout, workload: str, k: int | str) -> dict[int, Path]:
+def require(layout: ModelPaths, workload: str, k: int | str) -> dict[int, Path]:
     """The workload's variants (``existing``), or BuildError when none is numbered ``k``
     (a number, or the digits a user gave: too many for any variant's name)."""
     found = existing(layout, workload)
@@ -59,7 +59,7 @@ def require(layout: ModelLayout, workload: str, k: int | str) -> dict[int, Path]
     return found
 
 
-def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
+def select(layout: ModelPaths, workload: str, k: int | None) -> Path:
     """Make variant ``k`` the active record (None: no record, the target's default schedule)."""
     active = layout.record(workload)
     if k is None:
@@ -75,37 +75,37 @@ def select(layout: ModelLayout, workload: str, k: int | None) -> Path:
     return active
 
 
-def read_active(layout: ModelLayout, workload: str) -> bytes | None:
+def read_active(layout: ModelPaths, workload: str) -> bytes | None:
     """The active record's bytes (None: none, or none readable)."""
     return _bytes_or_none(layout.record(workload))
 
 
-def _remade_by_select(layout: ModelLayout, workload: str, data: bytes) -> bool:
+def _remade_by_select(layout: ModelPaths, workload: str, data: bytes) -> bool:
     """Whether ``data`` is what `select <workload> <compute>` writes for one of its computes."""
     return any(data == compute_record.to_json(workload, c, model=layout.name).encode()
                for c in compute_record.computes(layout, workload))
 
 
-def sweep_may_have_left(layout: ModelLayout, workload: str) -> bool:
+def sweep_may_have_left(layout: ModelPaths, workload: str) -> bool:
     """Whether the active record is one a sweep puts in place (a variant's copy, a
     compute's selection, or no record), not one the user wrote."""
     return _users_own(layout, workload) is None
 
 
-def made_by_select(layout: ModelLayout, workload: str, data: bytes) -> bool:
+def made_by_select(layout: ModelPaths, workload: str, data: bytes) -> bool:
     """Whether record bytes ``data`` are what `select` (or a sweep) puts in place: a
     variant's copy, or what `select <compute>` writes (select makes either again)."""
     return _variant_of(layout, workload, data) is not None \
         or _remade_by_select(layout, workload, data)
 
 
-def _users_own(layout: ModelLayout, workload: str) -> bytes | None:
+def _users_own(layout: ModelPaths, workload: str) -> bytes | None:
     """The active record's bytes when the user wrote it: there, and not one select makes."""
     data = read_active(layout, workload)
     return None if data is None or made_by_select(layout, workload, data) else data
 
 
-def keep_as_variant(layout: ModelLayout, workload: str, data: bytes) -> int:
+def keep_as_variant(layout: ModelPaths, workload: str, data: bytes) -> int:
     """``data`` as a variant of ``workload`` (the one it is a copy of, else the next); its
     number."""
     same = _variant_of(layout, workload, data)
@@ -116,7 +116,7 @@ def keep_as_variant(layout: ModelLayout, workload: str, data: bytes) -> int:
     return k
 
 
-def keep_active(layout: ModelLayout, workload: str) -> int | None:
+def keep_active(layout: ModelPaths, workload: str) -> int | None:
     """When the active record is the user's own (no copy of a variant: written or edited by
     hand, imported, tuned), copy it in as the next variant, so that selecting another one
     loses nothing; returns its number (None: nothing to keep)."""
@@ -124,7 +124,7 @@ def keep_active(layout: ModelLayout, workload: str) -> int | None:
     return None if data is None else keep_as_variant(layout, workload, data)
 
 
-def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
+def select_compute(layout: ModelPaths, workload: str, compute: str) -> Path:
     """Make the active record the default schedule on ``compute`` of the workload (``direct``:
     no record)."""
     active = layout.record(workload)
@@ -136,7 +136,7 @@ def select_compute(layout: ModelLayout, workload: str, compute: str) -> Path:
     return active
 
 
-def check_computes(layout: ModelLayout, workload: str, wanted: list[str]) -> None:
+def check_computes(layout: ModelPaths, workload: str, wanted: list[str]) -> None:
     """BuildError (one line) for a workload the model does not have (once partitioned), or a
     compute in ``wanted`` that the workload does not have."""
     if layout.workloads_dir.is_dir() and not layout.workload(workload).is_file():
@@ -148,7 +148,7 @@ def check_computes(layout: ModelLayout, workload: str, wanted: list[str]) -> Non
                          f"{', '.join(have)}", workload=workload)
 
 
-def choose(layout: ModelLayout, workload: str, choice: int | str | None) -> Path:
+def choose(layout: ModelPaths, workload: str, choice: int | str | None) -> Path:
     """Make a sweep's choice active: variant ``choice`` (a number), no record (None), or the
     default schedule on a compute (its name)."""
     if isinstance(choice, str):
@@ -156,18 +156,18 @@ def choose(layout: ModelLayout, workload: str, choice: int | str | None) -> Path
     return select(layout, workload, choice)
 
 
-def chosen_file(layout: ModelLayout, workload: str, choice: int | str) -> Path:
+def chosen_file(layout: ModelPaths, workload: str, choice: int | str) -> Path:
     """The record file a sweep's choice makes active."""
     return layout.record(workload) if isinstance(choice, str) else existing(layout, workload)[choice]
 
 
-def active_variant(layout: ModelLayout, workload: str) -> int | None:
+def active_variant(layout: ModelPaths, workload: str) -> int | None:
     """Which variant the active record is a copy of, if any."""
     data = _bytes_or_none(layout.record(workload))
     return None if data is None else _variant_of(layout, workload, data)
 
 
-def _variant_of(layout: ModelLayout, workload: str, data: bytes) -> int | None:
+def _variant_of(layout: ModelPaths, workload: str, data: bytes) -> int | None:
     """Which variant of ``workload`` holds exactly ``data``, if any."""
     return next((k for k, p in existing(layout, workload).items()
                  if _bytes_or_none(p) == data), None)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..core import atomic, collector, filecheck, manifest, onnx_files
 from ..core.errors import BuildError, summarize
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 from ..core.models import ModelSpec
 from ..core.passes import PASSES, default_layout
 from ..targets.registry import TargetSpec
@@ -146,7 +146,7 @@ def _beside(work):
         yield pool.submit(work)
 
 
-def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelLayout,
+def run(source: onnx_files.ModelBytes, spec: ModelSpec, layout: ModelPaths,
         target_spec: TargetSpec) -> None:
     """Partition the model ``spec`` declares, from its bytes as read for the step's key."""
     tvm = collector.import_tvm()

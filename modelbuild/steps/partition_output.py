@@ -25,14 +25,14 @@ from ..core import atomic, filecheck, regular_file
 from ..core import manifest as manifest_mod
 from ..core.digest import bytes_digest, file_digest
 from ..core.errors import BuildError
-from ..core.layout import ModelLayout
+from ..core.paths import ModelPaths
 
 MANIFEST = "manifest.msgpack"
 
 
 @dataclass(frozen=True)
 class PartitionOutput:
-    layout: ModelLayout
+    layout: ModelPaths
 
     def problems(self) -> list[str]:
         """What is wrong with the files partition wrote: missing, or not the content it

@@ -36,12 +36,12 @@ class Project:
     def build_dir(self) -> Path:
         return self.root / "build"
 
-    def model(self, name: str) -> "ModelLayout":
-        return ModelLayout(self, name)
+    def model(self, name: str) -> "ModelPaths":
+        return ModelPaths(self, name)
 
 
 @dataclass(frozen=True)
-class ModelLayout:
+class ModelPaths:
     """The paths of one model's inputs and outputs."""
 
     project: Project
