@@ -298,10 +298,13 @@ def test_status_queries_do_not_wait_for_a_build_in_progress(tiny_copy):
     """`doit info` and `doit list --status` waited for a build, then restored another
     layout's files from the cache into the build's folder."""
     with _LockHolder(tiny_copy.root, "tiny"):
-        for args in (["info", "partition:tiny"], ["list", "--all", "--status"]):
+        for args, said in ((["info", "partition:tiny"], "status     : up-to-date"),
+                           (["list", "--all", "--status"], "U partition:tiny ")):
             proc = subprocess.run([sys.executable, "-m", "doit", *args], cwd=tiny_copy.root,
                                   capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, (args, proc.stdout + proc.stderr)
             assert "waiting" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+            assert said in proc.stdout, (args, proc.stdout)
 
 
 def test_a_run_takes_its_models_locks_in_name_order(tmp_path):
