@@ -100,12 +100,10 @@ def test_a_thread_count_tvm_would_misread_is_refused(tiny_copy):
         assert f"TVM_NUM_THREADS={value}: expected a number of threads from 1 to" in proc.stderr
 
 
-def test_bench_with_the_library_but_no_manifest_names_the_manifest(tiny_copy):
+def test_bench_with_the_library_but_no_manifest_names_the_manifest(tiny_copy, cli_main):
     """The manifest alone deleted: bench said "no library ... at <the library's path>"."""
-    from conftest import cli
-
     (tiny_copy.root / "build" / "tiny" / "partition" / "manifest.msgpack").unlink()
-    proc = cli(tiny_copy, "bench", "tiny", "--no-build", "--runs", "1", check=False)
+    proc = cli_main(tiny_copy, "bench", "tiny", "--no-build", "--runs", "1", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "is there, but not the manifest of its partition" in proc.stderr, proc.stderr
 

@@ -217,10 +217,10 @@ def test_bad_databases_are_named_and_leave_schedules_untouched(tuned, tmp_path):
     assert not list(work.root.rglob(".*.tmp"))
 
 
-def test_unknown_model_and_workload_are_named(tiny_copy):
-    proc = cli(tiny_copy, "inspect", "nosuch", check=False)
+def test_unknown_model_and_workload_are_named(tiny_copy, cli_main):
+    proc = cli_main(tiny_copy, "inspect", "nosuch", check=False)
     assert proc.returncode == 1 and "unknown model 'nosuch'" in proc.stderr
-    proc = cli(tiny_copy, "sample", "tiny", "nosuch", check=False)
+    proc = cli_main(tiny_copy, "sample", "tiny", "nosuch", check=False)
     assert proc.returncode == 1 and "has no workload 'nosuch'" in proc.stderr
 
 

@@ -123,12 +123,12 @@ def test_explain_node_finds_the_workload(partitioned):
     assert folded["workload"] is None and folded["note"].startswith("folded into constants")
 
 
-def test_explain_unknown_node_is_an_error_with_close_matches(partitioned):
-    proc = cli(partitioned, "explain", "tiny", "--node", "conv3", check=False)
+def test_explain_unknown_node_is_an_error_with_close_matches(partitioned, cli_main):
+    proc = cli_main(partitioned, "explain", "tiny", "--node", "conv3", check=False)
     assert proc.returncode != 0
     assert "has no operator named 'conv3'" in proc.stderr
     assert "did you mean: conv2, conv1?" in proc.stderr
-    proc = cli(partitioned, "explain", "tiny", "no_such_workload", check=False)
+    proc = cli_main(partitioned, "explain", "tiny", "no_such_workload", check=False)
     assert proc.returncode != 0 and "has no workload 'no_such_workload'" in proc.stderr
 
 

@@ -58,8 +58,8 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("args", MALFORMED, ids=lambda a: " ".join(a) or "(none)")
-def test_malformed_arguments_are_refused_in_words(tiny_built, args):
-    proc = cli(tiny_built, *args, check=False)
+def test_malformed_arguments_are_refused_in_words(tiny_built, cli_main, args):
+    proc = cli_main(tiny_built, *args, check=False)
     assert proc.returncode != 0, proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert "internal error" not in proc.stderr, proc.stderr  # said as a modelbuild bug
@@ -205,7 +205,7 @@ def test_a_broken_pyproject_is_named(tiny_copy):
     ["select", "tiny", "/tmp/../notes", "default"],
     ["sample", "tiny", "../../notes", "-n", "1"],
 ])
-def test_a_workload_name_is_never_a_path(tiny_copy, args):
+def test_a_workload_name_is_never_a_path(tiny_copy, cli_main, args):
     """`select tiny ../../notes default` deleted the project's notes.json (any .json the
     path reached), exit 0."""
     notes = tiny_copy.root / "notes.json"
@@ -215,7 +215,7 @@ def test_a_workload_name_is_never_a_path(tiny_copy, args):
     (variants / "1.json").write_text('{"not": "a record"}')
     before = sorted(p.relative_to(tiny_copy.root) for p in tiny_copy.root.rglob("*")
                     if "build" not in p.parts)
-    proc = cli(tiny_copy, *args, check=False)
+    proc = cli_main(tiny_copy, *args, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc
     assert "not a workload name" in proc.stderr or "has no workload" in proc.stderr, proc
     assert notes.read_text() == '{"mine": true}'
@@ -291,9 +291,9 @@ def test_a_build_folder_that_is_no_folder_is_one_line(tiny_project, what):
 
 
 @pytest.mark.parametrize("content", ['tool = "x"\n', '[tool]\nmodelbuild = 3\n'])
-def test_a_pyproject_whose_tool_is_no_table_is_one_line(tiny_copy, content):
+def test_a_pyproject_whose_tool_is_no_table_is_one_line(tiny_copy, cli_main, content):
     """`tool = "x"` is valid TOML: `why` said "internal error ... AttributeError"."""
     (tiny_copy.root / "pyproject.toml").write_text(content)
-    proc = cli(tiny_copy, "why", "tiny", check=False)
+    proc = cli_main(tiny_copy, "why", "tiny", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "pyproject.toml" in proc.stderr and "must be a table" in proc.stderr, proc.stderr
