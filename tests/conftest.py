@@ -92,6 +92,43 @@ def cli(project, *args, check=True) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.fixture
+def cli_main(capfd, monkeypatch):
+    """cli_main(project, *args, check=True): `python -m modelbuild ARGS` run in this process,
+    as modelbuild/__main__.py runs it (``sys.exit(cli.main())``), in the project folder: the
+    same exit status, stdout and stderr as ``cli`` gives (file descriptors captured, so what
+    C++ writes is there too), without the seconds a new interpreter spends importing TVM.
+    For argument errors and refusals, where the process itself is not what a test is about."""
+    from modelbuild.commands.cli import main
+
+    def run(project, *args, check=True) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(project.root)  # and back after the test, even if a command moved
+        capfd.readouterr()  # only this command's output
+        environ = dict(os.environ)  # what a command sets (TVM_NUM_THREADS) ends with it
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's refusals: sys.exit(2) after the usage
+            code = stop.code
+        finally:
+            for name in set(os.environ) - set(environ):
+                del os.environ[name]
+            os.environ.update(environ)
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):  # as sys.exit("message") ends an interpreter
+            print(code, file=sys.stderr)
+            code = 1
+        out, err = capfd.readouterr()
+        proc = subprocess.CompletedProcess([sys.executable, "-m", "modelbuild", *args], code, out,
+                                           err)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"modelbuild {' '.join(args)} failed:\n"
+                                 f"{proc.stdout}{proc.stderr}")
+        return proc
+
+    return run
+
+
 def make_project(root: Path, models: dict) -> Project:
     """A project directory with the repo's dodo.py and the given models.
 

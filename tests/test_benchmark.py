@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import sha256
 
 from modelbuild.core import manifest
@@ -43,6 +44,7 @@ def test_bench_json_has_a_positive_row_per_workload(tiny_copy):
     assert saved == result
 
 
+@pytest.mark.slow
 def test_bench_table_names_the_workloads(tiny_copy):
     out = bench(tiny_copy, "--runs", "3")
     result = json.loads((tiny_copy.root / "build" / "tiny" / "bench.json").read_text())
@@ -52,6 +54,7 @@ def test_bench_table_names_the_workloads(tiny_copy):
     assert "saved " in out
 
 
+@pytest.mark.slow
 def test_doit_bench_task_builds_then_benchmarks(tiny_copy, tiny_variants):
     from modelbuild.schedules import records
 
@@ -87,6 +90,7 @@ def test_no_build_refuses_a_library_built_for_another_target(tiny_copy):
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.slow
 def test_a_thread_count_tvm_would_misread_is_refused(tiny_copy):
     """TVM takes TVM_NUM_THREADS=abc, 0 or -5 as one thread, and starts 100000 threads if
     asked (bench then ran for minutes)."""
@@ -100,16 +104,15 @@ def test_a_thread_count_tvm_would_misread_is_refused(tiny_copy):
         assert f"TVM_NUM_THREADS={value}: expected a number of threads from 1 to" in proc.stderr
 
 
-def test_bench_with_the_library_but_no_manifest_names_the_manifest(tiny_copy):
+def test_bench_with_the_library_but_no_manifest_names_the_manifest(tiny_copy, cli_main):
     """The manifest alone deleted: bench said "no library ... at <the library's path>"."""
-    from conftest import cli
-
     (tiny_copy.root / "build" / "tiny" / "partition" / "manifest.msgpack").unlink()
-    proc = cli(tiny_copy, "bench", "tiny", "--no-build", "--runs", "1", check=False)
+    proc = cli_main(tiny_copy, "bench", "tiny", "--no-build", "--runs", "1", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "is there, but not the manifest of its partition" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_while_each_kernel_is_timed_is_an_interrupt_not_an_internal_error(tiny_copy):
     """A Ctrl-C landed in the instrument (the Python function the VM calls around each kernel
     to time it) and came back from TVM as a bare RuntimeError: bench and sweep said "internal

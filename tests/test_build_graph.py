@@ -73,6 +73,7 @@ def test_editing_one_record_reruns_that_workload_and_link_only(tiny_copy, tiny_v
     assert_close(run_library(tiny_copy.library("tiny"), x), reference_output(tiny_copy, "tiny", x))
 
 
+@pytest.mark.slow
 def test_reformatting_a_record_rebuilds_nothing(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     tiny_copy.set_record("tiny", workload, variants[0])
@@ -87,6 +88,7 @@ def test_reformatting_a_record_rebuilds_nothing(tiny_copy, tiny_variants):
     assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_removing_a_record_goes_back_to_the_default_schedule(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     default_objects = tiny_copy.objects("tiny")
@@ -101,6 +103,7 @@ def test_removing_a_record_goes_back_to_the_default_schedule(tiny_copy, tiny_var
     assert tiny_copy.objects("tiny") == default_objects
 
 
+@pytest.mark.slow
 def test_incremental_build_equals_clean_build(tiny_copy, tiny_variants, tmp_path):
     workload, variants = tiny_variants
     for rec in variants:  # a few edits in a row, each an incremental build
@@ -132,6 +135,7 @@ def test_a_dropped_in_model_gets_its_own_build_task(tiny_copy):
     assert tiny_copy.library("tiny2").is_file()
 
 
+@pytest.mark.slow
 def test_parallel_build_equals_serial_build(tiny_built, tmp_path):
     par = make_project(tmp_path / "par", {"tiny": tiny_model()})
     run = par.doit("-n", "2", "build:tiny")
@@ -185,6 +189,7 @@ def _at_once(project, first: list[str], second: list[str]) -> list[str]:
 WAITED = "waiting for another doit run building tiny in this project"
 
 
+@pytest.mark.slow
 def test_two_doit_processes_on_one_model_take_turns_and_both_end_with_a_correct_library(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     outputs = _at_once(project, ["build:tiny"], ["build:tiny"])
@@ -198,6 +203,7 @@ def test_two_doit_processes_on_one_model_take_turns_and_both_end_with_a_correct_
     assert project.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_model_in_two_layouts_at_once_each_build_what_they_asked(tiny_built,
                                                                                 tmp_path):
     """They wrote the same files: the default run linked the NCHW run's graph with its own
@@ -230,6 +236,7 @@ def test_a_link_leaves_another_process_s_temporary_files_and_removes_abandoned_o
     assert not abandoned.exists() and not orphan.exists()
 
 
+@pytest.mark.slow
 def test_runs_with_a_reporter_of_the_user_s_choice_take_turns_too(tiny_built, tmp_path):
     """The model's lock was taken by modelbuild's reporter only: with doit's own
     (`--reporter console`), two runs in two layouts wrote the same files at once."""
@@ -298,12 +305,16 @@ def test_status_queries_do_not_wait_for_a_build_in_progress(tiny_copy):
     """`doit info` and `doit list --status` waited for a build, then restored another
     layout's files from the cache into the build's folder."""
     with _LockHolder(tiny_copy.root, "tiny"):
-        for args in (["info", "partition:tiny"], ["list", "--all", "--status"]):
+        for args, said in ((["info", "partition:tiny"], "status     : up-to-date"),
+                           (["list", "--all", "--status"], "U partition:tiny ")):
             proc = subprocess.run([sys.executable, "-m", "doit", *args], cwd=tiny_copy.root,
                                   capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, (args, proc.stdout + proc.stderr)
             assert "waiting" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+            assert said in proc.stdout, (args, proc.stdout)
 
 
+@pytest.mark.slow
 def test_a_run_takes_its_models_locks_in_name_order(tmp_path):
     """`doit build:b build:a` took b's lock, then waited for a's: beside a run doing the
     opposite (`build:a build:b`), each waited for the other forever."""
@@ -321,6 +332,7 @@ def test_a_run_takes_its_models_locks_in_name_order(tmp_path):
     assert project.library("a").is_file() and project.library("b").is_file()
 
 
+@pytest.mark.slow
 def test_doit_clean_waits_for_a_build_in_progress(tiny_copy):
     """`doit clean` removed the outputs of a build in progress, which then failed."""
     library = tiny_copy.library("tiny")
@@ -334,6 +346,7 @@ def test_doit_clean_waits_for_a_build_in_progress(tiny_copy):
     assert proc.returncode == 0 and not library.exists(), proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_a_killed_parallel_run_gives_its_lock_back(tmp_path):
     """doit's workers outlived a SIGKILLed `doit -n 2`, holding the model's lock: the next
     run of the model waited forever."""
@@ -394,6 +407,7 @@ def test_no_lock_is_another_s(tmp_path):
     assert build_lock.lock_file(project, "serve") != build_lock.serve_lock_file(project)
 
 
+@pytest.mark.slow
 def test_the_reference_ignores_a_record_of_a_workload_the_model_no_longer_has(tiny_copy,
                                                                                 tiny_variants):
     """A record left for a workload an edited model no longer has: the build ignores it, and

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import (
     assert_close,
     make_project,
@@ -55,6 +56,7 @@ def test_switching_back_to_an_earlier_record_only_links(tiny_copy, tiny_variants
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 def test_two_models_sharing_workloads_compile_them_once(tmp_path):
     # Same architecture, different weights: the same workloads, in two models.
     project = make_project(tmp_path / "p", {"tiny": tiny_model(seed=1), "twin": tiny_model(seed=2)})
@@ -75,6 +77,7 @@ def _cache_line(output: str) -> str:
     return next((ln.strip() for ln in output.splitlines() if ln.strip().startswith("cache:")), "")
 
 
+@pytest.mark.slow
 def test_two_builds_of_one_project_at_once_count_their_own_hits_and_misses(tmp_path):
     """doit build:a beside doit build:b (other models: other locks): each summary counts its
     own steps. They shared one event log: b's start emptied it under a, and a's summary
@@ -132,6 +135,7 @@ def test_stale_run_logs_a_build_cannot_remove_or_read_do_not_stop_it(tiny_copy):
     assert (folder / "mine.txt").read_text() == "a user's file"
 
 
+@pytest.mark.slow
 def test_two_processes_fill_one_cache_at_once(tmp_path):
     shared = tmp_path / "shared-cache"
     env = {**os.environ, cache.ENV: str(shared)}
@@ -148,6 +152,7 @@ def test_two_processes_fill_one_cache_at_once(tmp_path):
     assert _stats(projects[0], env)["kinds"]["object"]["entries"] >= 1
 
 
+@pytest.mark.slow
 def test_a_corrupt_entry_is_rebuilt_and_reported_not_linked(tiny_copy, tiny_variants):
     workload, variants = tiny_variants
     x = model_inputs(tiny_copy.root, "tiny")
@@ -211,6 +216,7 @@ def test_cache_prune_removes_the_least_recently_used_and_clear_removes_all(tiny_
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 def test_clear_and_prune_remove_cache_entries_only_wherever_the_cache_points(tiny_copy, tmp_path):
     """`MODELBUILD_CACHE=. cache clear` removed the project's models/, schedules/ and
     build/ (clear removed every folder in the cache's), and a shared folder's other
@@ -237,6 +243,7 @@ def test_clear_and_prune_remove_cache_entries_only_wherever_the_cache_points(tin
     assert tiny_copy.library("tiny").is_file() and (tiny_copy.root / "models" / "tiny.onnx").is_file()
 
 
+@pytest.mark.slow
 def test_a_section_moved_to_another_disk_by_a_link_is_counted_and_cleared(tiny_copy, tmp_path):
     """With the object section a link to another folder (a larger disk), builds read and
     wrote through it, but `cache stats` counted none of it and `cache clear` said "removed"

@@ -83,6 +83,7 @@ def remote(request, tmp_path):
     return _s3_remote(endpoint, f"trust-{os.getpid()}-{id(request)}")
 
 
+@pytest.mark.slow
 def test_ci_signs_and_a_second_checkout_verifies_every_entry(tiny_built, keys, remote, tmp_path):
     ci = _with_public_key(_checkout(tiny_built, tmp_path / "ci"), keys)
     run = ci.doit("build:tiny", env=_signing_env(remote, keys))
@@ -114,6 +115,7 @@ def _poison(entry_path, workload_object, tmp_path, keep_signature: bool) -> byte
     return evil.read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("objcopy") is None, reason="needs binutils' objcopy")
 @pytest.mark.parametrize("keep_signature", [False, True], ids=["unsigned", "moved-signature"])
 def test_a_poisoned_object_entry_is_refused_with_a_public_key(tiny_built, keys, tmp_path,
@@ -143,6 +145,7 @@ def test_a_poisoned_object_entry_is_refused_with_a_public_key(tiny_built, keys, 
     assert checked.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("objcopy") is None, reason="needs binutils' objcopy")
 def test_a_shared_local_cache_never_hands_a_verifying_project_what_it_cannot_verify(
         tiny_built, keys, tmp_path):
@@ -185,6 +188,7 @@ def test_a_shared_local_cache_never_hands_a_verifying_project_what_it_cannot_ver
     assert again.doit("build:tiny", env={**os.environ, **local}).ran == {"link:tiny"}
 
 
+@pytest.mark.slow
 def test_a_ci_with_a_warm_local_cache_fills_a_store_signed_with_a_rotated_key(tiny_built, keys,
                                                                               tmp_path):
     """After a key rotation, CI (read-write, new key) restored every step from its warm
@@ -214,6 +218,7 @@ def test_a_ci_with_a_warm_local_cache_fills_a_store_signed_with_a_rotated_key(ti
                                                            **local}).stdout
 
 
+@pytest.mark.slow
 def test_a_public_key_that_cannot_be_read_without_a_remote_stops_nothing_it_need_not(
         tiny_built, keys, tmp_path):
     """With no remote configured, the public key is read only to judge downloads kept in the
@@ -230,6 +235,7 @@ def test_a_public_key_that_cannot_be_read_without_a_remote_stops_nothing_it_need
     assert "Traceback" not in run.output
 
 
+@pytest.mark.slow
 def test_read_write_without_the_private_key_uploads_nothing_and_says_so_once(tiny_built, keys,
                                                                             tmp_path):
     remote = _file_remote(tmp_path / "shared-cache")
@@ -241,6 +247,7 @@ def test_read_write_without_the_private_key_uploads_nothing_and_says_so_once(tin
     assert sha256(project.library("tiny")) == sha256(tiny_built.library("tiny"))
 
 
+@pytest.mark.slow
 def test_a_signing_key_that_does_not_match_the_public_key_uploads_nothing(tiny_built, keys,
                                                                          tmp_path):
     other = tmp_path / "other-keys"
@@ -272,6 +279,7 @@ def _rewrap(path, files: dict) -> None:
     path.write_bytes(_frame(path, msgpack.packb(files)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["../../../x", "ABS"])
 def test_a_partition_entry_naming_a_path_is_refused_and_nothing_is_written_outside(
         tiny_built, tmp_path, name):
@@ -316,6 +324,7 @@ MALFORMED = {"list": msgpack.packb([1, 2, 3]), "int": msgpack.packb(7),
              "manifest-a-list": msgpack.packb({MANIFEST: msgpack.packb([1])})}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(MALFORMED))
 def test_a_malformed_partition_entry_is_rebuilt_without_a_traceback(tiny_built, tmp_path, what):
     remote = _file_remote(tmp_path / "shared-cache")
@@ -384,6 +393,7 @@ def _chmod_blocks_writes(folder) -> bool:
     return False  # root: permissions do not stop it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["a-file", "read-only"])
 def test_a_cache_that_cannot_be_written_warns_once_and_the_build_succeeds(tiny_built, tmp_path,
                                                                           how):
@@ -424,6 +434,7 @@ def test_a_key_file_that_never_ends_is_refused_not_read_whole(tiny_built, tmp_pa
     assert "not a regular file" in run.output and "/dev/zero" not in run.output, run
 
 
+@pytest.mark.slow
 def test_two_intact_entries_swapped_are_not_used_for_each_other(tmp_path):
     """Two models of one architecture, other weights: their partition entries swapped in
     the local cache (both intact, both what partition makes) gave model a model b's

@@ -53,6 +53,7 @@ def tuned(tmp_path_factory):
     return project, workload, db, proc.stdout
 
 
+@pytest.mark.slow
 def test_tune_writes_a_database_and_a_tuned_record(tuned):
     project, workload, db, out = tuned
     assert (db / "database_workload.json").is_file() and (db / "database_tuning_record.json").is_file()
@@ -61,6 +62,7 @@ def test_tune_writes_a_database_and_a_tuned_record(tuned):
     assert "matched 1" in out and "tuning 1 workload(s) of tiny" in out
 
 
+@pytest.mark.slow
 def test_imported_database_builds_like_tvm_compile_with_it(tuned, tmp_path):
     project, workload, db, _ = tuned
     fresh = make_project(tmp_path / "p", {"tiny": tiny_model()})
@@ -72,6 +74,7 @@ def test_imported_database_builds_like_tvm_compile_with_it(tuned, tmp_path):
     assert_close(run_library(fresh.library("tiny"), x), compile_with_database(fresh, "tiny", db, x))
 
 
+@pytest.mark.slow
 def test_keep_if_faster_keeps_a_record_only_when_it_beats_the_default(tuned, tmp_path):
     project, workload, db, _ = tuned
     fresh = make_project(tmp_path / "p", {"tiny": tiny_model()})
@@ -84,6 +87,7 @@ def test_keep_if_faster_keeps_a_record_only_when_it_beats_the_default(tuned, tmp
     assert left_out == (timing["record_ms"] >= 0.98 * timing["default_ms"])
 
 
+@pytest.mark.slow
 def test_import_twice_changes_nothing_and_lists_unmatched(tuned, tmp_path):
     project, workload, db, _ = tuned
     other = make_project(tmp_path / "other", {"tiny": tiny_model(channels=16)})
@@ -96,6 +100,7 @@ def test_import_twice_changes_nothing_and_lists_unmatched(tuned, tmp_path):
     assert "unchanged" in again and snapshot(project.root / "schedules") == before
 
 
+@pytest.mark.slow
 def test_export_refuses_to_replace_a_database_unless_forced(tuned, tmp_path):
     """export into a tune's work folder replaced its database (its trials, which
     `tune --resume` goes on from) with the active records, silently."""
@@ -112,6 +117,7 @@ def test_export_refuses_to_replace_a_database_unless_forced(tuned, tmp_path):
     assert snapshot(work) != before
 
 
+@pytest.mark.slow
 def test_round_trip_import_export_import_is_identity(tuned, tmp_path):
     project, workload, db, _ = tuned
     work = make_project(tmp_path / "w", {"tiny": tiny_model()})
@@ -129,6 +135,7 @@ def test_round_trip_import_export_import_is_identity(tuned, tmp_path):
                  compile_with_database(work, "tiny", tmp_path / "exported", x))
 
 
+@pytest.mark.slow
 def test_every_sampled_variant_builds_and_matches_the_untuned_library(tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
     x = model_inputs(tiny_copy.root, "tiny")
@@ -149,6 +156,7 @@ def test_every_sampled_variant_builds_and_matches_the_untuned_library(tiny_copy)
     assert cli(tiny_copy, "select", "tiny", workload, "9", check=False).returncode != 0
 
 
+@pytest.mark.slow
 def test_check_lists_problems_per_file(tiny_copy, tiny_variants):
     from modelbuild.schedules import records
 
@@ -176,6 +184,7 @@ def test_check_lists_problems_per_file(tiny_copy, tiny_variants):
     assert statuses[workload] == "stale" and statuses["mean"] == "invalid"
 
 
+@pytest.mark.slow
 def test_bad_databases_are_named_and_leave_schedules_untouched(tuned, tmp_path):
     project, workload, db, _ = tuned
     work = make_project(tmp_path / "w", {"tiny": tiny_model()})
@@ -217,10 +226,10 @@ def test_bad_databases_are_named_and_leave_schedules_untouched(tuned, tmp_path):
     assert not list(work.root.rglob(".*.tmp"))
 
 
-def test_unknown_model_and_workload_are_named(tiny_copy):
-    proc = cli(tiny_copy, "inspect", "nosuch", check=False)
+def test_unknown_model_and_workload_are_named(tiny_copy, cli_main):
+    proc = cli_main(tiny_copy, "inspect", "nosuch", check=False)
     assert proc.returncode == 1 and "unknown model 'nosuch'" in proc.stderr
-    proc = cli(tiny_copy, "sample", "tiny", "nosuch", check=False)
+    proc = cli_main(tiny_copy, "sample", "tiny", "nosuch", check=False)
     assert proc.returncode == 1 and "has no workload 'nosuch'" in proc.stderr
 
 
@@ -237,6 +246,7 @@ def test_help_lists_every_command_with_its_help(tiny_copy):
         assert len(line.split(None, 1)) == 2, (command, out)
 
 
+@pytest.mark.slow
 def test_export_for_another_target_partitions_privately_once_and_leaves_build_alone(
         tiny_copy, tmp_path):
     """The build's partition is for llvm; an export for the c target needs the model's
@@ -296,6 +306,7 @@ def test_a_sampled_decision_a_later_instruction_cannot_follow_is_skipped(tiny_bu
     assert len(found) == 2 and len(calls) >= 4
 
 
+@pytest.mark.slow
 def test_a_variant_named_by_a_digit_that_is_not_ascii_is_no_variant(tiny_copy):
     """``٣.json`` (an Arabic-Indic three) was taken for variant 3, so `select ... 3` copied
     it; ``².json`` made select, inspect, check and sweep internal errors."""
@@ -319,6 +330,7 @@ def _first_categorical(record):
     return next(d for d in decisions if insts[d[0]][0] == "SampleCategorical")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutate, said", [
     (lambda line: line[1][0][1][0].__setitem__(1, None), "must be an integer or a list of integers"),
     (lambda line: line[1][0][1].append([9999, 1]), "a decision names instruction 9999"),

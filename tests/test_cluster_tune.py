@@ -22,6 +22,7 @@ import pytest
 from conftest import assert_close, cli, load_library, model_inputs, onnx_output, run_library
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # tuning on Dask workers: the full suite only
 
 TRIALS = 8  # four chunks of 2: the coordinator's first pass gives each workload one
 

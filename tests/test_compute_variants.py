@@ -48,6 +48,7 @@ def test_partition_writes_a_winograd_tir_for_each_3x3_stride1_conv(tiny_built):
     assert tiny_conv_workload(tiny_built) + "@winograd.json" in variants
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["NCHW", "NCHWc"])
 def test_winograd_in_each_layout_computes_winograd_and_matches_onnxruntime(tmp_path, layout):
     """NCHWc is the CPU default (the other tests); NCHW keeps its own Winograd rule."""
@@ -81,6 +82,7 @@ def test_winograd_records_build_and_match_onnxruntime(tiny_copy):
     assert error <= 1e-3
 
 
+@pytest.mark.slow
 def test_switching_compute_reruns_what_why_predicts_and_switching_back_is_a_cache_hit(
         tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
@@ -107,6 +109,7 @@ def test_switching_compute_reruns_what_why_predicts_and_switching_back_is_a_cach
     assert tiny_copy.objects(MODEL) == winograd
 
 
+@pytest.mark.slow
 def test_incremental_switch_equals_a_clean_build(tiny_copy, tmp_path):
     workload = tiny_conv_workload(tiny_copy)
     _winograd(tiny_copy, workload)
@@ -117,6 +120,7 @@ def test_incremental_switch_equals_a_clean_build(tiny_copy, tmp_path):
     assert clean.objects(MODEL) == tiny_copy.objects(MODEL)
 
 
+@pytest.mark.slow
 def test_a_compute_the_workload_lacks_is_refused_in_one_line(tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
     matmul = next(p.stem for p in (tiny_copy.root / "build" / MODEL / "partition"
@@ -135,6 +139,7 @@ def test_a_compute_the_workload_lacks_is_refused_in_one_line(tiny_copy):
     assert f"workload {matmul} does not have; its computes: direct" in run.output
 
 
+@pytest.mark.slow
 def test_a_trace_for_the_winograd_tir_applies_to_it(tiny_copy):
     import tvm
 
@@ -171,6 +176,7 @@ _slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),
 _MARKS = {"densenet121": _slow}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_MARKS[n]) if n in _MARKS else n
                                   for n in DECLARED])
 def test_declared_model_with_every_winograd_variant_matches_onnxruntime(name,
@@ -200,6 +206,7 @@ def test_declared_model_with_every_winograd_variant_matches_onnxruntime(name,
             project.record(name, workload).unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_record_commands_handle_a_workload_s_compute(tiny_copy, tmp_path):
     from conftest import cli
 
@@ -237,6 +244,7 @@ def test_record_commands_handle_a_workload_s_compute(tiny_copy, tmp_path):
     assert "no compute 'winograd'; its computes: direct" in refused.stdout + refused.stderr
 
 
+@pytest.mark.slow
 def test_a_partition_restored_from_the_cache_brings_its_computes(tiny_copy):
     computes = tiny_copy.root / "build" / MODEL / "partition" / "computes"
     made = {p.name: p.read_bytes() for p in computes.glob("*.json")}
@@ -282,6 +290,7 @@ def test_the_winograd_compute_reads_inside_its_buffers_whatever_the_output_size(
     np.testing.assert_allclose(y.numpy(), direct, rtol=1e-3, atol=1e-3 * np.abs(direct).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compute", ["direct", "winograd"])
 def test_one_seed_samples_the_same_records_every_time(tiny_built, compute):
     """`sample --seed S` is a reproducible command: the design space it samples from was
@@ -303,6 +312,7 @@ def test_one_seed_samples_the_same_records_every_time(tiny_built, compute):
     assert len(drawn) == 1, f"{len(drawn)} different sets of records from one seed"
 
 
+@pytest.mark.slow
 def test_sample_of_a_compute_reads_the_partition_of_the_layout_it_samples_for(tiny_copy,
                                                                                tiny_built):
     """With build/ partitioned in another layout (or for an older model), `sample --compute`
@@ -348,6 +358,7 @@ def _miscompiled_project(tmp_path):
     return project, "fused_conv2d_add_relu", bad
 
 
+@pytest.mark.slow
 def test_a_record_tvm_miscompiles_is_caught_by_the_numeric_check(tmp_path):
     """The check sample and import run: the record's kernel against the workload itself."""
     import tvm
@@ -372,6 +383,7 @@ def test_a_record_tvm_miscompiles_is_caught_by_the_numeric_check(tmp_path):
     assert reference.difference(default) < numeric_check.TOLERANCE
 
 
+@pytest.mark.slow
 def test_import_leaves_out_a_record_tvm_miscompiles(tmp_path):
     """MetaSchedule's search keeps the fastest candidate, never comparing numbers: a tuned
     (or imported) record whose code is wrong built a wrong library, exit 0. import (and
@@ -390,6 +402,7 @@ def test_import_leaves_out_a_record_tvm_miscompiles(tmp_path):
     assert not record.exists()
 
 
+@pytest.mark.slow
 def test_check_names_a_record_tvm_miscompiles(tmp_path):
     """A record already on disk (hand-copied, from an older modelbuild): `check` said ok."""
     from conftest import cli
@@ -403,6 +416,7 @@ def test_check_names_a_record_tvm_miscompiles(tmp_path):
     assert "its kernel computes other numbers than the workload" in checked.stdout
 
 
+@pytest.mark.slow
 def test_a_record_tvm_miscompiles_before_a_clip_is_caught(tmp_path):
     """A differential run's: a chain of odd 3x3 convolutions ending in Clip, whose last
     workload got a sampled Winograd record that TVM compiles into wrong code (the library

@@ -27,6 +27,7 @@ from conftest import (
 from modelbuild.core import manifest, models
 from modelbuild.schedules import records
 
+pytestmark = pytest.mark.slow  # the declared models, resnet50 among them: the full suite only
 DECLARED = models.discover(REPO / "models")
 SLOW = {"densenet121"}
 _slow = pytest.mark.skipif(not os.environ.get("MODELBUILD_SLOW_TESTS"),

@@ -69,6 +69,7 @@ def clean_builds(tiny_built, tiny_variants, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [[], ["-n", "2"]], ids=["serial", "parallel"])
 def test_a_record_toggled_during_builds_never_files_one_variant_under_the_other(
         tiny_copy, tiny_variants, clean_builds, tmp_path, jobs):
@@ -221,6 +222,7 @@ def test_a_python_schedule_runs_from_the_bytes_read_locally_and_on_a_worker(tiny
 
 # -- partition's inputs: the model's files and its declaration ---------------------------
 
+@pytest.mark.slow
 def test_an_onnx_edit_and_its_undo_during_partition_build_the_bytes_keyed(tiny_built, tmp_path):
     """The edit lands after partition's key was taken and is undone before its check: the
     library (and the cache entry) must be the keyed model's, not the edit's."""
@@ -254,6 +256,7 @@ partition.import_model_traced = import_model_traced
     assert_close(run_library(project.library("tiny"), inputs), clean, rel=0)
 
 
+@pytest.mark.slow
 def test_a_declaration_edited_after_doit_read_it_is_built_by_the_next_run(tmp_path):
     """doit parses models/<m>.toml when it loads the tasks; an edit saved before partition
     hashes the file was built with the shapes parsed before it, and stamped with the edit's

@@ -41,7 +41,9 @@ def test_invalid_json(good):
     assert sha256(project.library("tiny")) == lib_hash
 
 
-@pytest.mark.parametrize("run_secs", ["[1e10]", "[2e300]", "[-1]", "[NaN]", "[0.001, 1e10]"])
+@pytest.mark.parametrize("run_secs", ["[1e10]", *[
+    pytest.param(run_secs, marks=pytest.mark.slow)
+    for run_secs in ["[2e300]", "[-1]", "[NaN]", "[0.001, 1e10]"]]])
 def test_a_run_time_that_marks_a_failed_run_is_a_record_error(good, run_secs):
     """TVM's database drops a record whose run time is MetaSchedule's mark of a failed run
     (1e10): a clean build ignored the record while an incremental one (run_secs is no part
@@ -55,6 +57,7 @@ def test_a_run_time_that_marks_a_failed_run_is_a_record_error(good, run_secs):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_a_split_without_its_bounds_check_is_a_record_error(good):
     """Split(disable_predication=True) with a factor that does not divide the loop built,
     exit 0, into a library that wrote past its output (heap corruption when it ran)."""
@@ -77,6 +80,7 @@ def _nested(depth: int):
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit, said", [
     (lambda d: d["target"].__setitem__("bogus", 1), "is not one TVM can make"),
     (lambda d: d.__setitem__("source", {"a": 1}), "source must be a string or null"),
@@ -110,6 +114,7 @@ def _perfect_tile_decision(trace):
     raise AssertionError("no SamplePerfectTile decision")
 
 
+@pytest.mark.slow
 def test_trace_that_does_not_apply(good):
     project, workload, path, lib_hash = good
     data = json.loads(path.read_text())
@@ -133,6 +138,7 @@ def _categorical_decision(trace):
                 if insts[index][0] == "SampleCategorical")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutate, message", [
     (lambda d, k: d[k].__setitem__(1, None), "must be an integer or a list of integers, not null"),
     (lambda d, k: d[k].__setitem__(0, 9999), "a decision names instruction 9999; the trace has"),
@@ -160,12 +166,14 @@ def test_a_decision_tvm_would_crash_on_is_a_record_error(good, mutate, message):
 
 @pytest.mark.parametrize("make, message", [
     (lambda p: p.mkdir(), "a folder, not a record file"),
-    (lambda p: p.symlink_to(p.parent / "gone.json"), "a link to a file that does not exist"),
-    (lambda p: p.symlink_to(p.name), "cannot be read: Too many levels of symbolic links"),
-    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "JSON nested too deeply"),
-    (lambda p: os.mkfifo(p), "not a regular file (a pipe, a device or a socket)"),
-    (lambda p: p.symlink_to("/dev/zero"), "not a regular file (a pipe, a device or a socket)"),
-    (lambda p: os.truncate(p.open("w").name, 17 << 20), "cannot be read: larger than 16 MB"),
+    *[pytest.param(make, message, marks=pytest.mark.slow) for make, message in [
+        (lambda p: p.symlink_to(p.parent / "gone.json"), "a link to a file that does not exist"),
+        (lambda p: p.symlink_to(p.name), "cannot be read: Too many levels of symbolic links"),
+        (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "JSON nested too deeply"),
+        (lambda p: os.mkfifo(p), "not a regular file (a pipe, a device or a socket)"),
+        (lambda p: p.symlink_to("/dev/zero"), "not a regular file (a pipe, a device or a socket)"),
+        (lambda p: os.truncate(p.open("w").name, 17 << 20), "cannot be read: larger than 16 MB"),
+    ]],
 ])
 def test_something_at_a_record_s_path_that_is_no_record_file_is_an_error(good, make, message):
     """A folder or a dangling link there was taken for no record (the build used the
@@ -181,6 +189,7 @@ def test_something_at_a_record_s_path_that_is_no_record_file_is_an_error(good, m
     assert sha256(project.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_trace_with_an_impossible_instruction(good):
     project, workload, path, lib_hash = good
     data = json.loads(path.read_text())
@@ -194,6 +203,7 @@ def test_trace_with_an_impossible_instruction(good):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_stale_record(good):
     project, workload, path, lib_hash = good
     data = json.loads(path.read_text())
@@ -206,6 +216,7 @@ def test_stale_record(good):
     assert sha256(project.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_record_for_another_target(good):
     project, workload, path, lib_hash = good
     data = json.loads(path.read_text())
@@ -239,6 +250,7 @@ def test_broken_model_file(tiny_copy):
     assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_names_are_printed_as_written_not_as_emoji_codes(tmp_path):
     """A model named m failed as 'partition\u24c2 error': rich read ':m:' as an emoji code."""
     from conftest import cli, make_project
@@ -253,6 +265,7 @@ def test_names_are_printed_as_written_not_as_emoji_codes(tmp_path):
     assert "\u24c2" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_failed_build_then_fix_builds_again(good, tiny_variants):
     project, workload, path, _ = good
     path.write_text("{")

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, DoitRun, sha256, tiny_conv_workload
 
+pytestmark = pytest.mark.slow  # Dask build workers: the full suite only
+
 # doit, reporting on exit whether its process imported TVM
 DOIT_REPORTING_TVM = """
 import atexit, runpy, sys

@@ -82,6 +82,7 @@ def test_the_layout_s_changes_are_nobody_s_operators_and_say_whose_input_they_co
     assert "a layout change (the input of flatten, Flatten): no operator of the model" in one
 
 
+@pytest.mark.slow
 def test_a_layout_change_of_the_model_s_output_says_so(tmp_path):
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
@@ -123,12 +124,12 @@ def test_explain_node_finds_the_workload(partitioned):
     assert folded["workload"] is None and folded["note"].startswith("folded into constants")
 
 
-def test_explain_unknown_node_is_an_error_with_close_matches(partitioned):
-    proc = cli(partitioned, "explain", "tiny", "--node", "conv3", check=False)
+def test_explain_unknown_node_is_an_error_with_close_matches(partitioned, cli_main):
+    proc = cli_main(partitioned, "explain", "tiny", "--node", "conv3", check=False)
     assert proc.returncode != 0
     assert "has no operator named 'conv3'" in proc.stderr
     assert "did you mean: conv2, conv1?" in proc.stderr
-    proc = cli(partitioned, "explain", "tiny", "no_such_workload", check=False)
+    proc = cli_main(partitioned, "explain", "tiny", "no_such_workload", check=False)
     assert proc.returncode != 0 and "has no workload 'no_such_workload'" in proc.stderr
 
 
@@ -142,6 +143,7 @@ def test_explain_model_lists_workloads_and_kernel_less_operators(partitioned):
     assert "no benchmark (run `python -m modelbuild bench ops`)" in out
 
 
+@pytest.mark.slow
 def test_explain_workload_shows_record_artifacts_and_benchmark(tiny_copy):
     workload = "fused_conv2d_NCHWc1_add_add1_relu"
     layout_dir = tiny_copy.root / "build" / "tiny"
@@ -176,6 +178,7 @@ def test_explain_on_a_partitioned_model_does_not_import_tvm(partitioned):
     assert "tvm" not in imported and "onnx" not in imported
 
 
+@pytest.mark.slow
 def test_resnet50_every_conv_maps_to_exactly_one_workload(declared_partitioned):
     project = declared_partitioned("resnet50")
     man = read_manifest(project, "resnet50")
@@ -235,6 +238,7 @@ def test_explain_ignores_a_benchmark_of_another_library(tiny_copy):
     assert explain_json(tiny_copy, "tiny", workload)["benchmark"]["median_ms"] == 0.125
 
 
+@pytest.mark.slow
 def test_a_channel_split_written_as_slices_is_traced_to_its_workloads(tmp_path):
     """In the blocked layout a split of the channels at given sizes is built as one slice
     per piece; FuseTIR dropped the tuple around them, and `explain` had said "provenance

@@ -19,6 +19,7 @@ from conftest import (Project, assert_close, cli, make_project, model_inputs, ru
                       tiny_conv_workload)
 from onnx_models import tiny_model
 
+pytestmark = pytest.mark.slow  # builds on a small tmpfs, filled: the full suite only
 NOT_SHOWN = ("Traceback", "internal error", "LLVM ERROR")
 
 

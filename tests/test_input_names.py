@@ -51,8 +51,9 @@ def _passed_through():  # outputs: x:0 * 2, and x:0 itself
                   [_vi("y", [2, 3]), _vi("x:0", [2, 3])], [two])
 
 
-@pytest.mark.parametrize("make", [_output_taken, _weight_taken, _two_inputs_one_name,
-                                  _read_in_a_branch, _passed_through])
+@pytest.mark.parametrize("make", [_output_taken] + [
+    pytest.param(make, marks=pytest.mark.slow)
+    for make in (_weight_taken, _two_inputs_one_name, _read_in_a_branch, _passed_through)])
 def test_renamed_inputs_keep_the_model_onnxruntime_computes(tmp_path, make):
     project = make_project(tmp_path / "p", {"m": make()})
     assert project.doit("build:m", "layout=NCHW").returncode == 0

@@ -39,6 +39,7 @@ def _interrupted_build(project, *args: str) -> tuple[int, str]:
     return proc.wait(timeout=120), out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [(), ("-n", "2")], ids=["serial", "n2"])
 def test_ctrl_c_stops_the_build_in_one_line_and_the_next_build_goes_on(tiny_project, jobs):
     status, output = _interrupted_build(tiny_project, *jobs)
@@ -84,6 +85,7 @@ def test_an_uninterrupted_build_still_says_done(tiny_project):
     assert "interrupted" not in run.output
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_a_fallback_swallowed_keeps_nothing_the_step_made(tiny_project, tiny_built,
                                                                   tmp_path):
     """The Ctrl-C lands in LegalizeOps (TVM hands it back as a bare error), which partition

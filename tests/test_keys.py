@@ -50,6 +50,7 @@ def _all_steps(project) -> set[str]:
             | {f"{k}:tiny/{w.name}" for w in man.workloads for k in ("lower", "codegen")})
 
 
+@pytest.mark.slow
 def test_the_c_compiler_is_an_input_of_c_builds_and_of_every_link(tiny_copy, tmp_path):
     other = tmp_path / "othercc"
     other.write_text(SHELL_CC)
@@ -83,6 +84,7 @@ def schedule(sch):
 '''
 
 
+@pytest.mark.slow
 def test_a_python_schedules_helper_module_is_part_of_its_record(tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
     folder = tiny_copy.root / "schedules" / "tiny"
@@ -107,6 +109,7 @@ def test_a_python_schedules_helper_module_is_part_of_its_record(tiny_copy):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["package", "root"])
 def test_a_helper_package_or_a_module_beside_dodo_is_part_of_the_record(tiny_copy, where):
     """A schedule could import a package in schedules/ or a module beside dodo.py: editing
@@ -178,6 +181,7 @@ def test_a_tvm_library_rebuilt_under_the_same_version_changes_the_identity(tmp_p
         "not installed as a package: same versions, other builds)"]
 
 
+@pytest.mark.slow
 def test_external_data_files_of_the_model_are_inputs_of_partition(tmp_path):
     project = make_project(tmp_path / "p", {})
     path = project.root / "models" / "tiny.onnx"
@@ -205,6 +209,7 @@ def test_external_data_files_of_the_model_are_inputs_of_partition(tmp_path):
     assert "a source file of the model, which no step makes" in gone.output, gone.output
 
 
+@pytest.mark.slow
 def test_a_deleted_or_truncated_partition_output_restores_or_reruns_partition(tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
     library = sha256(tiny_copy.library("tiny"))
@@ -249,6 +254,7 @@ def _state(project) -> dict:
             if p.is_file() and ".cache" not in p.parts}
 
 
+@pytest.mark.slow
 def test_read_only_commands_change_no_build_state(tiny_copy):
     tiny_copy.doit("build:tiny", "target=c")
     before = _state(tiny_copy)
@@ -263,6 +269,7 @@ def test_read_only_commands_change_no_build_state(tiny_copy):
     assert tiny_copy.doit("build:tiny", "target=c").ran == set()
 
 
+@pytest.mark.slow
 def test_a_schedule_imports_its_helpers_and_installed_modules_and_no_other_project_code(tiny_copy):
     """A wave.py beside dodo.py is not the wave a schedule imports (taken for a
     helper, its bytes replaced Python's module in the build's process; left on the import

@@ -12,6 +12,8 @@ from onnx import TensorProto as TP
 from onnx import helper as H
 from onnx import numpy_helper
 
+pytestmark = pytest.mark.slow  # builds of small models, onnxruntime's check: the full suite only
+
 
 @pytest.mark.parametrize("op, axes", [("ReduceMean", [1]), ("ReduceMax", [1, 2, 3])])
 def test_a_channel_reduction_after_a_conv_builds_blocked_and_matches(tmp_path, op, axes):

@@ -55,6 +55,7 @@ def test_a_blocked_model_runs_its_convolution_blocked_and_matches_onnxruntime(tm
                  rel=1e-4)
 
 
+@pytest.mark.slow
 def test_the_layout_variable_changes_partitions_key_and_back_is_a_cache_hit(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
     project.doit("build:tiny", "layout=NCHW")  # NCHWc is the CPU default: NCHW on request
@@ -96,6 +97,7 @@ def test_an_unknown_layout_is_one_clear_line(tmp_path):
     assert "layout (the doit variable) = 'blocked': not a layout" in run.output
 
 
+@pytest.mark.slow
 def test_blocked_record_edits_rerun_lower_codegen_link_and_equal_a_clean_build(tmp_path):
     project = _blocked_project(tmp_path / "p")
     project.doit("build:tiny")
@@ -141,6 +143,7 @@ def _cleanup_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_cleanups_fold_batchnorm_and_turn_sum_and_dropout_into_plain_adds(tmp_path):
     project = make_project(tmp_path / "p", {"m": _cleanup_model()})
     project.doit("build:m")
@@ -172,6 +175,7 @@ def _float16_conv_batchnorm() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", [BLOCKED, "NCHW"])
 def test_a_float16_batchnorm_after_a_convolution_builds_and_matches(tmp_path, layout):
     """TVM's FoldBatchnormToConv2D adds a float32 epsilon whatever the dtype: a float16
@@ -198,6 +202,7 @@ def _conv_cast_to_int32_and_back() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", [BLOCKED, "NCHW"])
 def test_a_cast_to_int32_and_back_builds_and_matches(tmp_path, layout):
     """TVM imports the float -> int32 Cast with an int32 wrap-around that subtracts an int64
@@ -223,6 +228,7 @@ def _nms_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_non_max_suppression_builds_with_the_cpu_default_schedule(tmp_path):
     model = _nms_model()
     project = make_project(tmp_path / "p", {"nms": model})
@@ -251,6 +257,7 @@ def _resize_split_add_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["NCHW", BLOCKED])
 def test_a_default_schedule_tvm_cannot_compile_falls_back_to_tvm_s_default(tmp_path, layout):
     """The CPU default schedule inlined the add into the resize that the split's other half
@@ -262,6 +269,7 @@ def test_a_default_schedule_tvm_cannot_compile_falls_back_to_tvm_s_default(tmp_p
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
 
 
+@pytest.mark.slow
 def test_a_split_into_one_piece_after_a_blocked_convolution_builds(tmp_path):
     """ONNX Split with one output after a convolution with blocks of its own (3 -> 16
     channels): TVM's ConvertLayout ended the build with SIGSEGV (a differential run found
@@ -282,6 +290,7 @@ def test_a_split_into_one_piece_after_a_blocked_convolution_builds(tmp_path):
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("channels, cuts", [(288, [16, 272]), (32, [16, 16]), (32, [5, 27])])
 def test_a_split_of_the_channels_at_given_indices_runs_blocked_right(tmp_path, channels, cuts):
     """Conv -> Split(channels, at given sizes) -> Concat of the pieces swapped. TVM's
@@ -306,6 +315,7 @@ def test_a_split_of_the_channels_at_given_indices_runs_blocked_right(tmp_path, c
     assert_close(run_library(project.library("m"), x), onnx_output(project.root, "m", x))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op, fused", [("Max", "maximum"), ("Min", "minimum")])
 def test_max_and_min_with_a_constant_run_blocked_inside_the_convolution(tmp_path, op, fused):
     """ONNX Max / Min import as max / min over a stack: ConvertLayout could not carry that,
@@ -337,6 +347,7 @@ def test_max_and_min_with_a_constant_run_blocked_inside_the_convolution(tmp_path
 _DECLARED = sorted(models_mod.discover(REPO / "models"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_slow) if n in ("densenet121",) else n
                                   for n in _DECLARED])
 def test_declared_model_built_blocked_matches_onnxruntime(name, tmp_path):
@@ -352,6 +363,7 @@ def test_declared_model_built_blocked_matches_onnxruntime(name, tmp_path):
     assert_close(ours, onnx_output(project.root, name, x), rel=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bvlc_alexnet", "shufflenet", "inception_v2", "zfnet512",
                                   pytest.param("vgg19", marks=_slow)])
 def test_the_onnx_packages_other_architectures_built_blocked_match_onnxruntime(name, tmp_path):
@@ -366,6 +378,7 @@ def test_the_onnx_packages_other_architectures_built_blocked_match_onnxruntime(n
     assert_close(ours, onnx_output(project.root, name, x), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_why_names_a_layout_change(tmp_path):
     from conftest import cli
 
@@ -376,6 +389,7 @@ def test_why_names_a_layout_change(tmp_path):
     assert "its workloads are known once it has run" in out
 
 
+@pytest.mark.slow
 def test_cpu_targets_build_blocked_by_default_and_nchw_on_request(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model(channels=32)})
     project.doit("build:tiny")
@@ -404,6 +418,7 @@ def _odd_channels_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_convolutions_whose_channels_do_not_divide_into_the_block_still_run_blocked(tmp_path):
     """(squeezenet's 1000-class convolution, 1000 = 8 x 125, ran 5x slower left NCHW.)"""
     project = make_project(tmp_path / "p", {"odd": _odd_channels_model()})
@@ -431,6 +446,7 @@ def _negative_concat_axis_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_a_concat_on_a_negative_channel_axis_concatenates_the_channels_blocked(tmp_path):
     """ConvertLayout carried axis=-3 of NCHW into NCHW16c as axis 2, the rows: exit 0, and a
     library that failed at run time (std::bad_alloc) or computed other numbers."""
@@ -463,6 +479,7 @@ def _stem_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_the_first_convolution_of_an_image_writes_blocks_and_the_pooling_after_it_runs_blocked(
         tmp_path):
     """An RGB image's convolution reads NCHW3c and writes the model's block, so the max
@@ -492,6 +509,7 @@ def test_the_first_convolution_of_an_image_writes_blocks_and_the_pooling_after_i
                  rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_padded_grouped_convolution_builds_blocked_and_matches(tmp_path):
     """AlexNet's grouped 5x5 convolutions (padding 2) failed partition in the blocked
     layout: "Unknown padding option (2, 2, 2, 2)" (the grouped conv goes back to NCHW
@@ -512,6 +530,7 @@ def test_a_padded_grouped_convolution_builds_blocked_and_matches(tmp_path):
                  onnx_output(project.root, "grouped", x), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_graph_convertlayout_cannot_carry_builds_with_a_note_and_matches(tmp_path):
     """TVM's ConvertLayout refuses a graph whose outputs include a shape; the build falls back
     to blocking each convolution on its own and says so."""
@@ -554,6 +573,7 @@ def _bn_layers_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_explain_puts_each_batchnorm_with_its_convolution_in_the_blocked_layout(tmp_path):
     """ConvertLayout remakes every binding: provenance lines them up in order (it once gave
     a layer's BatchNorm to the next layer's workload)."""
@@ -570,6 +590,7 @@ def test_explain_puts_each_batchnorm_with_its_convolution_in_the_blocked_layout(
     assert where["conv4"] in (relu4.workload, *relu4.also), relu4
 
 
+@pytest.mark.slow
 def test_constants_folded_in_numpy_equal_tvms_foldconstant(tmp_path, monkeypatch):
     """partition folds the BatchNorm arithmetic and the weights' layouts in numpy (densenet121:
     72 s -> 4 s); the module is the one TVM's FoldConstant makes, constants bit for bit."""

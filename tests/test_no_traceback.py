@@ -58,8 +58,8 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("args", MALFORMED, ids=lambda a: " ".join(a) or "(none)")
-def test_malformed_arguments_are_refused_in_words(tiny_built, args):
-    proc = cli(tiny_built, *args, check=False)
+def test_malformed_arguments_are_refused_in_words(tiny_built, cli_main, args):
+    proc = cli_main(tiny_built, *args, check=False)
     assert proc.returncode != 0, proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert "internal error" not in proc.stderr, proc.stderr  # said as a modelbuild bug
@@ -101,6 +101,7 @@ def _symbolic_batch_model():
     return model
 
 
+@pytest.mark.slow
 def test_a_model_with_a_symbolic_dimension_asks_for_its_shape(tmp_path):
     project = make_project(tmp_path / "p", {"dyn": _symbolic_batch_model()})
     run = project.doit("build:dyn", check=False)
@@ -123,7 +124,8 @@ def test_a_model_file_that_is_not_onnx_is_named(tmp_path):
 
 
 
-@pytest.mark.parametrize("content", [b"", b"\x08\x07", b"# just a comment\n"],
+@pytest.mark.parametrize("content", [b"", pytest.param(b"\x08\x07", marks=pytest.mark.slow),
+                                     pytest.param(b"# just a comment\n", marks=pytest.mark.slow)],
                          ids=["empty", "ir-version-only", "text"])
 def test_a_model_file_protobuf_reads_as_an_empty_model_is_named(tmp_path, content):
     """Protobuf reads such bytes as a model with no graph: TVM's "Model IR version 0 not
@@ -158,6 +160,7 @@ def schedule(sch):
 '''
 
 
+@pytest.mark.slow
 def test_export_with_a_python_schedule_exports_its_trace(tiny_copy, tmp_path):
     workload = tiny_conv_workload(tiny_copy)
     folder = tiny_copy.root / "schedules" / "tiny"
@@ -205,7 +208,7 @@ def test_a_broken_pyproject_is_named(tiny_copy):
     ["select", "tiny", "/tmp/../notes", "default"],
     ["sample", "tiny", "../../notes", "-n", "1"],
 ])
-def test_a_workload_name_is_never_a_path(tiny_copy, args):
+def test_a_workload_name_is_never_a_path(tiny_copy, cli_main, args):
     """`select tiny ../../notes default` deleted the project's notes.json (any .json the
     path reached), exit 0."""
     notes = tiny_copy.root / "notes.json"
@@ -215,7 +218,7 @@ def test_a_workload_name_is_never_a_path(tiny_copy, args):
     (variants / "1.json").write_text('{"not": "a record"}')
     before = sorted(p.relative_to(tiny_copy.root) for p in tiny_copy.root.rglob("*")
                     if "build" not in p.parts)
-    proc = cli(tiny_copy, *args, check=False)
+    proc = cli_main(tiny_copy, *args, check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc
     assert "not a workload name" in proc.stderr or "has no workload" in proc.stderr, proc
     assert notes.read_text() == '{"mine": true}'
@@ -225,11 +228,13 @@ def test_a_workload_name_is_never_a_path(tiny_copy, args):
 
 @pytest.mark.parametrize("cxx, said", [
     ("/nonexistent/g++", "does not exist"),
-    ("'unclosed", "cannot be split into words as a shell would"),
-    ("{root}", "is a directory"),
-    ("{root}/dodo.py", "is not an executable file"),
-    ("CCACHE_DIR=/tmp g++", "starts with a variable assignment"),
-    ("{root}/silent-cc", "says no target for -dumpmachine (status 0, no output)"),
+    *[pytest.param(cxx, said, marks=pytest.mark.slow) for cxx, said in [
+        ("'unclosed", "cannot be split into words as a shell would"),
+        ("{root}", "is a directory"),
+        ("{root}/dodo.py", "is not an executable file"),
+        ("CCACHE_DIR=/tmp g++", "starts with a variable assignment"),
+        ("{root}/silent-cc", "says no target for -dumpmachine (status 0, no output)"),
+    ]],
 ])
 def test_a_compiler_that_cannot_be_used_is_named_with_why(tiny_project, cxx, said):
     """Each was an internal error (FileNotFoundError, "Target triple should not be empty")
@@ -243,6 +248,7 @@ def test_a_compiler_that_cannot_be_used_is_named_with_why(tiny_project, cxx, sai
     assert "the C/C++ compiler " in run.output and said in run.output, run.output
 
 
+@pytest.mark.slow
 def test_a_compiler_written_with_a_wrapper_and_flags_builds(tiny_project):
     """CXX="env g++ -O2", as make users write it, was no program to TVM or to the link."""
     from conftest import assert_close, model_inputs, onnx_output, run_library
@@ -291,9 +297,9 @@ def test_a_build_folder_that_is_no_folder_is_one_line(tiny_project, what):
 
 
 @pytest.mark.parametrize("content", ['tool = "x"\n', '[tool]\nmodelbuild = 3\n'])
-def test_a_pyproject_whose_tool_is_no_table_is_one_line(tiny_copy, content):
+def test_a_pyproject_whose_tool_is_no_table_is_one_line(tiny_copy, cli_main, content):
     """`tool = "x"` is valid TOML: `why` said "internal error ... AttributeError"."""
     (tiny_copy.root / "pyproject.toml").write_text(content)
-    proc = cli(tiny_copy, "why", "tiny", check=False)
+    proc = cli_main(tiny_copy, "why", "tiny", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "pyproject.toml" in proc.stderr and "must be a table" in proc.stderr, proc.stderr

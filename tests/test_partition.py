@@ -1,5 +1,6 @@
 """partition: deterministic artifacts, the zero pipeline's workloads, the graph objects."""
 
+import pytest
 from conftest import make_project
 from onnx import TensorProto, helper
 from onnx_models import tiny_model
@@ -45,6 +46,7 @@ def test_workloads_are_the_zero_pipelines_primfuncs(tmp_path):
     assert [(n, list(s), d) for n, s, d in man.inputs] == [("x", [1, 3, 16, 16], "float32")]
 
 
+@pytest.mark.slow
 def test_model_edit_that_removes_workloads_removes_their_files(tmp_path):
     import onnx
 
@@ -84,6 +86,7 @@ def _chain_model(length: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+@pytest.mark.slow
 def test_a_kernel_fused_from_a_long_chain_gets_a_short_stable_name(tmp_path):
     """FuseOps named it with 200+ characters: partition failed with 'File name too long',
     or (200 and a few) wrote a manifest it could not read back."""
@@ -106,6 +109,7 @@ def test_a_kernel_fused_from_a_long_chain_gets_a_short_stable_name(tmp_path):
     assert manifest.short_name(name) == name and manifest.short_name("a" * 40) == "a" * 40
 
 
+@pytest.mark.slow
 def test_a_chain_of_operators_that_reuse_their_operand_is_not_inlined_into_one_expression(tmp_path):
     """Tanh lowers to five uses of its argument, LeakyRelu's Select to three: inlined whole,
     16 alternating Tanh and Abs took 100 s to compile (tvm.compile: 0.1 s), 48 hours."""
@@ -138,6 +142,7 @@ def test_a_chain_of_operators_that_reuse_their_operand_is_not_inlined_into_one_e
     assert_close(run_library(project.library("reuse"), x), onnx_output(project.root, "reuse", x))
 
 
+@pytest.mark.slow
 def test_a_chain_of_saturating_casts_is_not_inlined_into_one_expression(tmp_path):
     """Each Cast to an integer is a Select on isnan/isinf of its operand; four of them inlined
     into one expression took 165 s to compile (TVM's simplifier is exponential in the

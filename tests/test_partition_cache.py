@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import onnx
+import pytest
 from conftest import Project, make_project, other_tvm_ffi_env, sha256
 from onnx_models import tiny_model
 from test_no_traceback import _symbolic_batch_model
@@ -44,6 +45,7 @@ def test_a_changed_model_file_misses_partitions_entry(tiny_copy):
     assert sha256(tiny_copy.library("tiny")) == library
 
 
+@pytest.mark.slow
 def test_a_changed_inputs_shape_misses_partitions_entry(tmp_path):
     project = make_project(tmp_path / "p", {"dyn": _symbolic_batch_model()})
     declaration = project.root / "models" / "dyn.toml"
@@ -62,6 +64,7 @@ def test_a_changed_inputs_shape_misses_partitions_entry(tmp_path):
     assert sha256(project.library("dyn")) == first
 
 
+@pytest.mark.slow
 def test_another_tvm_ffi_misses_partitions_entry(tiny_copy, tmp_path):
     env = other_tvm_ffi_env(tmp_path / "site")
     shutil.rmtree(tiny_copy.root / "build" / "tiny")

@@ -50,6 +50,7 @@ def test_python_schedule_builds_and_matches_the_default(tiny_copy):
     assert next(r for r in rows if r["workload"] == workload)["status"] == "python"
 
 
+@pytest.mark.slow
 def test_python_schedule_that_raises_names_file_line_and_workload(tiny_copy):
     workload = tiny_conv_workload(tiny_copy)
     lib_hash = sha256(tiny_copy.library("tiny"))
@@ -68,6 +69,7 @@ def test_python_schedule_that_raises_names_file_line_and_workload(tiny_copy):
     assert check.returncode == 1 and "at line 5" in check.stdout
 
 
+@pytest.mark.slow
 def test_a_schedule_that_calls_sys_exit_fails_its_step_not_the_whole_run_with_success(tiny_copy):
     """sys.exit(0) in a schedule ended doit with 0 and 'done', the library not relinked."""
     workload = tiny_conv_workload(tiny_copy)
@@ -84,6 +86,7 @@ def test_a_schedule_that_calls_sys_exit_fails_its_step_not_the_whole_run_with_su
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body, said", [
     ("raise KeyboardInterrupt", "raised KeyboardInterrupt at line 2 (`raise KeyboardInterrupt`), "
                                 "with no Ctrl-C: its own failure"),
@@ -108,6 +111,7 @@ def test_a_schedule_s_own_interrupt_or_unchecked_split_fails_its_step(tiny_copy,
     assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_a_schedule_cannot_end_the_process_or_escape_its_step(tiny_copy):
     """os._exit(0) in a schedule ended doit with 0 and no library; a GeneratorExit or a
     BaseException of the schedule's own ended in a traceback and 'done'."""
@@ -132,6 +136,7 @@ def test_a_schedule_cannot_end_the_process_or_escape_its_step(tiny_copy):
         assert sha256(tiny_copy.library("tiny")) == lib_hash
 
 
+@pytest.mark.slow
 def test_a_schedule_that_changes_the_working_directory_builds(tiny_copy):
     """The build's paths are relative to the project: os.chdir in a schedule was an
     internal error of the step after it."""
@@ -146,6 +151,7 @@ def test_a_schedule_that_changes_the_working_directory_builds(tiny_copy):
     assert run.ran == {f"lower:tiny/{workload}", f"codegen:tiny/{workload}", "link:tiny"}, run
     assert_close(run_library(tiny_copy.library("tiny"), x), default, rel=1e-5)
 
+@pytest.mark.slow
 def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
     from modelbuild.schedules import records
 
@@ -162,6 +168,7 @@ def test_two_records_for_one_workload_are_refused(tiny_copy, tiny_variants):
            f"{workload}.py" in checked.stdout, checked.stdout
 
 
+@pytest.mark.slow
 def test_check_takes_a_float16_reduction_in_another_order_for_right(tmp_path):
     """A float16 matmul (K=4096) scheduled with rfactor: its numbers differ from the
     reference's by float16's own rounding (1%), which `check` took for TVM's wrong code."""

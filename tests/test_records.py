@@ -71,6 +71,7 @@ def test_record_for_another_target_is_refused():
         records.check_target(rec, resolve("llvm"))
 
 
+@pytest.mark.slow
 def test_a_schedules_folder_that_is_a_link_loop_is_named_not_taken_for_two_records(tiny_copy):
     """schedules/<model> a link to itself: every lower failed with "two records for one
     workload: X.json, X.py" (neither exists), and `check` said "0 record file(s) - ok"."""

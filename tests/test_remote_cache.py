@@ -17,6 +17,7 @@ from conftest import Project, patched_env, sha256
 
 from modelbuild.cache import entry_format as cache
 
+pytestmark = pytest.mark.slow  # remote stores (moto's S3 server among them): the full suite only
 KINDS = ("partition", "lowered", "object")
 
 

@@ -12,6 +12,8 @@ from onnx import TensorProto as TP
 from onnx import helper as H
 from onnx import numpy_helper
 
+pytestmark = pytest.mark.slow  # builds of small models, onnxruntime's check: the full suite only
+
 
 def _resize(scale=None, sizes=None, mode="linear", transform="asymmetric"):
     inputs = ["x", "", "scales"] if scale is not None else ["x", "", "", "sizes"]

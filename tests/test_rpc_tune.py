@@ -17,6 +17,7 @@ from conftest import cli, tiny_conv_workload
 
 from modelbuild.schedules import rpc
 
+pytestmark = pytest.mark.slow  # an RPC tracker and servers: the full suite only
 KEY = "modelbuild-test"
 
 

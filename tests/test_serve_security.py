@@ -22,6 +22,7 @@ import pytest
 from conftest import DoitRun, sha256
 from test_executor import DOIT_REPORTING_TVM
 
+pytestmark = pytest.mark.slow  # Dask build workers over TLS: the full suite only
 CONNECT = 5  # seconds a refused client tries
 ADMITTED = 60  # seconds a client that must get in may take (a loaded CI machine)
 

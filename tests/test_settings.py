@@ -109,6 +109,7 @@ def _help(root, *args) -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow
 def test_every_command_with_target_has_the_same_target_and_mcpu_options(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     with_target = ["tune", "import", "export", "sample", "check", "inspect", "explain", "watch",

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 from conftest import assert_close, model_inputs, onnx_output, run_library, sha256
 from onnx import numpy_helper
 
@@ -30,6 +31,7 @@ def _stale_state_after(project, change, undo):
     return before
 
 
+@pytest.mark.slow
 def test_a_record_edit_undone_after_a_kill_gets_its_library_back(tiny_copy, tiny_variants):
     workload, records = tiny_variants
     before = _stale_state_after(tiny_copy, lambda: tiny_copy.set_record("tiny", workload, records[0]),
@@ -46,6 +48,7 @@ def test_a_record_edit_undone_after_a_kill_gets_its_library_back(tiny_copy, tiny
     assert sha256(tiny_copy.library("tiny")) == before
 
 
+@pytest.mark.slow
 def test_why_names_an_input_the_library_was_not_linked_from(tiny_copy, tiny_variants):
     """Objects back to A, library still B's, doit's state A's: only the stamp knows."""
     workload, records = tiny_variants
@@ -61,6 +64,7 @@ def test_why_names_an_input_the_library_was_not_linked_from(tiny_copy, tiny_vari
     assert sha256(tiny_copy.library("tiny")) == before
 
 
+@pytest.mark.slow
 def test_changed_weights_undone_after_a_kill_compute_the_model_again(tiny_copy):
     model_file = tiny_copy.root / "models" / "tiny.onnx"
     original = model_file.read_bytes()

@@ -40,6 +40,7 @@ def read_json(project, name):
     return json.loads((project.root / "build" / "tiny" / "sweeps" / f"{name}.json").read_text())
 
 
+@pytest.mark.slow
 def test_sweep_restores_the_active_record_and_goes_on_after_a_failed_build(tiny_copy,
                                                                            tiny_variants):
     workload, recs = tiny_variants
@@ -71,6 +72,7 @@ def test_sweep_restores_the_active_record_and_goes_on_after_a_failed_build(tiny_
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 def test_select_fastest_makes_the_fastest_variant_active(tiny_copy, tiny_variants):
     workload, recs = tiny_variants
     add_variants(tiny_copy, workload, recs[:2])
@@ -89,6 +91,7 @@ def test_select_fastest_makes_the_fastest_variant_active(tiny_copy, tiny_variant
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 def test_select_fastest_keeps_the_user_s_own_record_as_a_variant(tiny_copy, tiny_variants):
     """The user's own active record (no variant's copy) was not a contestant, and the
     fastest variant replaced it: it was nowhere after the sweep."""
@@ -143,6 +146,7 @@ def _sweep_held_at_its_first_build(project, workload, *args, first=1):
     return proc, lambda: os.close(lock)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, words", [(signal.SIGINT, "sweep interrupted"),
                                         (signal.SIGTERM, "sweep terminated"),
                                         (signal.SIGHUP, "sweep hung up")])
@@ -165,6 +169,7 @@ def test_ctrl_c_kill_or_a_closed_terminal_restores_the_active_record(tiny_copy, 
     assert tiny_copy.doit("build:tiny").ran == set()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("then", ["sweep", "select"])
 def test_a_sweep_killed_outright_gives_the_user_s_record_back_at_the_next_sweep_or_select(
         tiny_copy, tiny_variants, then):
@@ -212,6 +217,7 @@ def _a_sweep_over_the_users_record(project, tiny_variants, *args, first=1):
     return workload, recs, mine, found, proc, release
 
 
+@pytest.mark.slow
 def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a_variant(
         tiny_copy, tiny_variants):
     """Recovering a killed sweep's journal wrote the record it found over one the user
@@ -233,6 +239,7 @@ def test_a_record_written_after_a_killed_sweep_stays_and_the_found_one_becomes_a
     assert "your record since stays active; the one the sweep found is variant 3" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_record_the_user_edits_during_a_sweep_is_active_after_it(tiny_copy, tiny_variants):
     """The sweep wrote its next variant, then the record it found, over an edit the user
     saved while it ran: the edit was nowhere afterwards (exit 0)."""
@@ -255,6 +262,7 @@ def test_a_record_the_user_edits_during_a_sweep_is_active_after_it(tiny_copy, ti
     assert json.loads(saved.read_text())["edited_during_sweep"] == [line]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("journal", ["folder", "garbage", "long-name", "path-name"])
 def test_a_damaged_or_crafted_sweep_journal_is_one_error(tiny_copy, tiny_variants, journal):
     import msgpack
@@ -276,6 +284,7 @@ def test_a_damaged_or_crafted_sweep_journal_is_one_error(tiny_copy, tiny_variant
     assert not (tiny_copy.root / "notes.json").exists()
 
 
+@pytest.mark.slow
 def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_variants):
     """`select M W k` (or default) overwrote (or deleted) an active record no variant is a
     copy of, silently: now it becomes the next variant first, and select says so."""
@@ -304,6 +313,7 @@ def test_select_keeps_a_hand_edited_active_record_as_a_variant(tiny_copy, tiny_v
     assert "kept" not in select("default").stdout  # variant 3's copy: nothing to keep
 
 
+@pytest.mark.slow
 def test_a_second_sweep_or_a_select_during_a_sweep_is_refused(tiny_copy, tiny_variants):
     """A second sweep took the first's variant for the user's record and restored that."""
     workload, recs = tiny_variants

@@ -43,6 +43,7 @@ def test_a_name_is_registered_once():
         targets.register(targets.TargetSpec("llvm", {"kind": "llvm"}))
 
 
+@pytest.mark.slow
 def test_changing_the_target_reruns_every_step_and_builds_for_it(tiny_copy):
     llvm_lib = tiny_copy.library("tiny").read_bytes()
     x = model_inputs(tiny_copy.root, "tiny")
@@ -70,6 +71,7 @@ def test_changing_the_target_reruns_every_step_and_builds_for_it(tiny_copy):
     assert_close(run_library(tiny_copy.library("tiny"), x), expected, rel=0)
 
 
+@pytest.mark.slow
 def test_resnet50_for_c_equals_llvm(tmp_path):
     """The issue's check: the C codegen and LLVM builds of resnet50 compute the same
     (random weights, so that a wrong kernel shows)."""
@@ -95,6 +97,7 @@ register(TargetSpec("llvm-baseline", {"kind": "llvm", "mcpu": "x86-64"},
 '''
 
 
+@pytest.mark.slow
 def test_a_target_registered_in_the_project_builds(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     with open(project.root / "dodo.py", "a") as dodo:
@@ -107,6 +110,7 @@ def test_a_target_registered_in_the_project_builds(tmp_path):
     assert_close(run_library(project.library("tiny"), x), expected)
 
 
+@pytest.mark.slow
 def test_a_target_module_named_in_pyproject_is_seen_by_doit_and_the_commands(tmp_path):
     project = make_project(tmp_path / "p", {"tiny": tiny_model()})
     (project.root / "my_targets.py").write_text(PLUGIN)
@@ -170,6 +174,7 @@ def _library_blob(path, tmp_path) -> libblob.Blob:
     return libblob.parse(ctypes.string_at(ctypes.addressof(head), head.value + 8))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_NVCC, reason="no nvcc")
 def test_cuda_cross_compiles_and_keeps_targets_apart(tiny_copy, monkeypatch, tmp_path):
     """Without a GPU, MODELBUILD_CUDA_ARCH builds the library; it cannot run here, so the
@@ -272,6 +277,7 @@ def test_cuda_kernels_equal_tvm_compiles_without_nvcc_or_gpu(tiny_built):
     assert ours == theirs
 
 
+@pytest.mark.slow
 def test_llvm_builds_for_this_machines_cpu_and_mcpu_chooses_another(tiny_copy):
     """The CPU is in every key: objects for one CPU are never restored for another, and
     going back restores them. The host's CPU comes from TVM's LLVM, asked once and

@@ -12,6 +12,7 @@ from conftest import assert_close, cli, make_project, model_inputs, onnx_output,
 from onnx_models import repeated_conv_model
 
 
+pytestmark = pytest.mark.slow  # MetaSchedule tuning runs: the full suite only
 REPEATED, ONCE = "fused_conv2d_NCHWc_relu", "conv2d"  # the workloads of repeated_conv_model
 
 

@@ -4,10 +4,13 @@ on it as well, and stays an internal error (a bug to report) when it does not.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import make_project, patched_env
 from onnx import TensorProto as TP
 from onnx import helper as H
 from onnx import numpy_helper
+
+pytestmark = pytest.mark.slow  # builds TVM cannot compile: the full suite only
 
 
 def _range_from_a_shape():  # y = x + range(0, x.shape[1]): TVM's VM cannot emit the add

@@ -7,10 +7,14 @@ import sys
 import threading
 import time
 
+import pytest
 from conftest import assert_close, model_inputs, reference_output, run_library, sha256
 
 from modelbuild.core import atomic
 from modelbuild.schedules import records
+
+
+pytestmark = pytest.mark.slow  # a watch process and its rebuilds: the full suite only
 
 
 class Watcher:

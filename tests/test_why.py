@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import tiny_conv_workload
 
 from modelbuild.schedules import records
@@ -81,6 +82,7 @@ def test_why_names_the_edited_record_and_decision(tiny_copy, tiny_variants):
     _assert_doit_agrees(tiny_copy, back)
 
 
+@pytest.mark.slow
 def test_why_names_a_target_change(tiny_copy):
     verdicts = _why(tiny_copy, "--target", "c")
     assert verdicts
@@ -105,6 +107,7 @@ def test_a_deleted_object_is_restored_and_why_lists_no_link(tiny_copy):
     _assert_doit_agrees(tiny_copy, verdicts)
 
 
+@pytest.mark.slow
 def test_why_says_what_may_stop_early_and_the_build_stops_there(tiny_copy):
     """A comment in a Python schedule reruns lower, which makes the same TIR: codegen and
     link are listed as "may change", and do not run."""
@@ -123,6 +126,7 @@ def test_why_says_what_may_stop_early_and_the_build_stops_there(tiny_copy):
     assert tiny_copy.doit("build:tiny").ran == {f"lower:tiny/{workload}"}
 
 
+@pytest.mark.slow
 def test_after_a_failed_build_in_the_other_layout_why_predicts_no_link(tiny_copy):
     """A `layout=NCHW` build that failed (the record of `mean`, a workload of both layouts,
     is stale there) left NCHW's manifest: `why` walked its workloads and predicted a link

@@ -11,6 +11,7 @@ import sys
 import pytest
 from conftest import DoitRun, patched_env
 
+pytestmark = pytest.mark.slow  # doit -n 2 workers killed mid-build: the full suite only
 KILLER = """
 import os, signal
 import modelbuild.steps.codegen as codegen
