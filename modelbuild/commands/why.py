@@ -31,7 +31,7 @@ def run(args) -> int:
     # doit's state names files relative to the project root, where doit runs the build:
     # this dry run runs there too (as `doit` itself does, for dodo.py's directory).
     os.chdir(project.root)
-    verdicts = plan.explain(Path("."), args.model, args.target, args.mcpu)
+    verdicts = plan.predict(Path("."), args.model, args.target, args.mcpu)
     if args.json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2))
         return 0

@@ -154,7 +154,7 @@ def _link(ctx: Context, model: str, part: _Partition, objects: dict,
     return Verdict(f"link:{model}", RUN, reasons) if reasons else None
 
 
-def explain(root: Path, model: str, target_name: str | None = None,
+def predict(root: Path, model: str, target_name: str | None = None,
             mcpu: str | None = None) -> list[Verdict]:
     """What `doit build:<model> [target=...]` would do, task by task (only tasks that act).
 
