@@ -104,7 +104,8 @@ _MOST_BYTES = 1024 * 1024  # serve's file names a few workers: kilobytes
 
 def _well_formed(info) -> bool:
     """``info`` is what serve writes: a pid of a process (not 0 or negative), an address,
-    its token (a serve of an older modelbuild wrote none), workers with their pids and runs, certificates (optional) as three paths."""
+    its token (a serve of an older modelbuild wrote none), workers with their pids and
+    runs, certificates (optional) as three paths."""
     if not isinstance(info, dict):
         return False
     pid, workers, tls = info.get("pid"), info.get("workers", {}), info.get("tls")
