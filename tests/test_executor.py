@@ -311,6 +311,70 @@ def test_serve_stop_leaves_another_program_on_a_dead_serves_pid_alone(tiny_proje
         other.wait()
 
 
+class _Bystander:
+    """A Dask scheduler that is no serve's (a LocalCluster on 127.0.0.1, its worker a thread of
+    this process), counting the tasks that reach it."""
+
+    def __init__(self):
+        from distributed import LocalCluster
+        from distributed.diagnostics.plugin import SchedulerPlugin
+
+        self.keys: list = []
+        seen = self.keys
+
+        class Count(SchedulerPlugin):
+            def transition(self, key, start, finish, *args, **kwargs):
+                seen.append(key)
+
+        self.cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                    host="127.0.0.1", protocol="tcp://", dashboard_address=None)
+        self.cluster.scheduler.add_plugin(Count())
+        self.address = self.cluster.scheduler_address
+
+    def close(self):
+        self.cluster.close()
+
+
+@pytest.mark.parametrize("lock", ["free", "held"])
+def test_a_dead_serves_address_file_sends_nothing_to_the_scheduler_now_there(tiny_copy, lock):
+    """serve SIGKILLed: its address file stays, its pid is another program's (here: this
+    test's), another Dask scheduler listens on its port. A pid check trusted the file and
+    sent every step to that scheduler's worker. Now the build checks serve's lock (free:
+    the file is removed) and, where a process holds it, that the scheduler knows the
+    file's token: it builds here, saying why in one line, and makes the local library."""
+    local_lib = sha256(tiny_copy.library("tiny"))
+    _forget_compiled(tiny_copy)
+    build = tiny_copy.root / "build"
+    bystander = _Bystander()
+    held = None
+    try:
+        if lock == "held":  # a process (this one) holds serve's lock with the file's pid
+            from modelbuild.graph import build_lock
+            held = build_lock.hold(build / ".serve-lock")
+        else:
+            (build / ".serve-lock").write_text(str(os.getpid()))  # as the dead serve left it
+        (build / ".executor.json").write_text(json.dumps(
+            {"address": bystander.address, "pid": os.getpid(), "token": "0123456789abcdef",
+             "workers": {}}))
+        run = doit(tiny_copy, "build:tiny")
+        sent = list(bystander.keys)
+    finally:
+        bystander.close()
+        if held is not None:
+            os.close(held)
+    assert run.returncode == 0, run.output
+    assert run.ran_kind("lower") and run.ran_kind("codegen"), run.output
+    assert sent == [], sent
+    assert "tvm imported: True" in run.stderr, run.output
+    assert sha256(tiny_copy.library("tiny")) == local_lib
+    said = [ln for ln in run.stderr.splitlines() if "building locally" in ln]
+    why = ("serve is not running (stale build/.executor.json" if lock == "free" else
+           f"the scheduler at {bystander.address} is not this project's serve")
+    assert len(said) == 1 and why in said[0], run.output
+    assert "Traceback" not in run.output, run.output
+    assert (build / ".executor.json").exists() == (lock == "held")
+
+
 @pytest.mark.parametrize("content", [
     '{"address": "tcp://127.0.0.1:9", "pid": 99999999999999999999999, "workers": {}}',
     '{"address": "tcp://127.0.0.1:9", "pid": 0, "workers": {}}',
@@ -353,6 +417,9 @@ def test_a_worker_s_partition_that_is_no_bundle_writes_nothing(tiny_copy, sent):
 
     class Answers:  # an executor whose worker answers ``sent``
         address = "tcp://127.0.0.1:1"
+
+        def here(self):
+            return False
 
         def run(self, task, step, expected, args):
             return sent

@@ -114,6 +114,8 @@ def test_a_tls_serve_builds_the_local_objects_and_refuses_clients_without_its_ce
     folder = tiny_copy.root / "build" / ".executor-tls"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "key.pem").stat().st_mode) == 0o600
+    # the address file holds the serve's token, which builds ask of its scheduler
+    assert stat.S_IMODE(served.file.stat().st_mode) == 0o600
 
     run = _build(tiny_copy)
     assert run.returncode == 0, run.output

@@ -10,8 +10,10 @@ decided it) to a worker, which runs the same step function (worker.py) and
 sends the output's bytes back; the cache, the stamp and the output file are
 written here, as for a local step. No shared file system is assumed.
 
-Finding the executor costs no import of distributed (a file read, a pid check,
-a TCP connect); the client connects when the first step must run. No TVM here.
+Finding the executor costs no import of distributed (a file read, a look at
+serve's lock, a TCP connect); the client connects when the first step must run,
+and a serve's scheduler must then say the serve's token (serve_proof.py), else
+the steps run here. No TVM here.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ import json
 import os
 import socket
 import struct
+import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..core import regular_file, settings
 from ..core.errors import BuildError
 from ..core.paths import Project
+from . import serve_proof
 from .tls import TlsFiles
 from .tls import configured as tls_configured
 
@@ -48,34 +53,64 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def served(project: Project) -> dict | None:
-    """What the running `serve` of this project wrote (address, pid, workers), or None when
-    none runs (no file, or its process is gone) or the file is not what serve writes (a
-    pipe, a folder, other JSON: never a hang, never a traceback)."""
+def served(project: Project, say: Callable[[str], None] | None = None) -> dict | None:
+    """What the running `serve` of this project wrote (address, pid, token, workers), or
+    None: no file, a file that is not what serve writes (a pipe, a folder, other JSON:
+    never a hang, never a traceback), or one whose serve does not hold its lock
+    (serve_proof.py; removed when no process holds it). ``say(why)``: why a file there
+    is not used."""
+    path = address_file(project)
     try:
-        info = json.loads(regular_file.read_limited(address_file(project), _MOST_BYTES))
-    except (OSError, ValueError, RecursionError):
+        raw = regular_file.read_limited(path, _MOST_BYTES)
+    except FileNotFoundError:
         return None
+    except OSError:
+        raw = b""
+    try:
+        info = json.loads(raw)
+    except (ValueError, RecursionError):
+        info = None
     if not _well_formed(info):
+        _say(say, f"{path} is not what `serve` writes")
         return None
-    try:
-        os.kill(info["pid"], 0)
-    except (OSError, OverflowError):
-        return None
-    return info
+
+    def remove():  # holding serve's lock: no serve can write a new file meanwhile
+        try:
+            if regular_file.read_limited(path, _MOST_BYTES) == raw:
+                path.unlink()
+        except OSError:
+            pass
+
+    lock = serve_proof.check(project, info["pid"], remove)
+    if lock == serve_proof.HELD:
+        return info
+    _say(say, {
+        serve_proof.FREE: f"serve is not running (stale {path}, pid {info['pid']}: removed)",
+        serve_proof.OTHER: f"serve is not running as {path} says (pid {info['pid']} does not "
+                           f"hold {serve_proof.lock_file(project)}: another serve starting?)",
+        serve_proof.UNKNOWN: f"cannot tell whether serve runs: "
+                             f"{serve_proof.lock_file(project)} cannot be locked",
+    }[lock])
+    return None
+
+
+def _say(say, why: str) -> None:
+    if say is not None:
+        say(why)
 
 
 _MOST_BYTES = 1024 * 1024  # serve's file names a few workers: kilobytes
 
 
 def _well_formed(info) -> bool:
-    """``info`` is what serve writes: a pid of a process (not 0 or negative, which
-    os.kill takes for process groups), an address, workers with their pids and runs,
-    certificates (optional) as three paths."""
+    """``info`` is what serve writes: a pid of a process (not 0 or negative), an address,
+    its token (a serve of an older modelbuild wrote none), workers with their pids and
+    runs, certificates (optional) as three paths."""
     if not isinstance(info, dict):
         return False
     pid, workers, tls = info.get("pid"), info.get("workers", {}), info.get("tls")
     return (type(pid) is int and 0 < pid < 2 ** 31 and isinstance(info.get("address"), str)
+            and isinstance(info.get("token", ""), str)
             and isinstance(workers, dict)
             and all(isinstance(a, str) and isinstance(w, dict) and isinstance(w.get("runs"), str)
                     and type(w.get("pid")) is int for a, w in workers.items())
@@ -99,13 +134,24 @@ def configured(project: Project, config: settings.Settings | None = None) -> "Ex
                              hint=f"start the scheduler, or unset {ENV} / `executor` in "
                                   "pyproject.toml to build in this process")
         return Executor(address, files)
-    info = served(project)
-    if info is not None and reachable(info["address"]):
-        tls = info.get("tls")
-        whole = isinstance(tls, dict) and sorted(tls) == ["ca", "cert", "key"]
-        files = TlsFiles(**tls) if whole else None
-        return Executor(info["address"], _checked_tls(info["address"], files))
-    return None
+    info = served(project, say=_building_here)
+    if info is None:
+        return None
+    if not info.get("token"):
+        _building_here(f"serve's {address_file(project)} holds no token (a serve of an older "
+                       "modelbuild? restart it)")
+        return None
+    if not reachable(info["address"]):
+        _building_here(f"serve's scheduler at {info['address']} does not answer")
+        return None
+    tls = info.get("tls")
+    files = TlsFiles(**tls) if tls is not None else None
+    return Executor(info["address"], _checked_tls(info["address"], files), info["token"])
+
+
+def _building_here(why: str) -> None:
+    # the terminal's stderr: doit's json reporter keeps sys.stderr for its report's end
+    (sys.__stderr__ or sys.stderr).write(f"modelbuild: {why}: building locally\n")
 
 
 def _checked_tls(address: str, files: TlsFiles | None) -> TlsFiles | None:
@@ -167,6 +213,17 @@ def _abandon_clients(tb) -> None:
         tb = tb.tb_next
 
 
+class NotOurs(BuildError):
+    """The scheduler at a serve's address is not that serve: the steps run here."""
+
+
+def _close_quietly(client) -> None:
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001 - another's scheduler: nothing more to ask of it
+        pass
+
+
 @dataclass
 class Executor:
     """A Dask scheduler's address and, per process, a client of it (doit's `-n N` forks
@@ -174,14 +231,15 @@ class Executor:
 
     address: str
     tls: TlsFiles | None = None  # the certificates of a tls:// address
+    token: str | None = field(default=None, repr=False)  # a serve's: its scheduler must know it
     _clients: dict = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __getstate__(self):
-        return {"address": self.address, "tls": self.tls}
+        return {"address": self.address, "tls": self.tls, "token": self.token}
 
     def __setstate__(self, state):
-        self.__init__(state["address"], state["tls"])
+        self.__init__(state["address"], state["tls"], state.get("token"))
 
     def client(self):
         pid = os.getpid()
@@ -190,11 +248,26 @@ class Executor:
                 try:
                     self._clients[pid] = self._connect()
                 except BuildError as err:
+                    if self.token is not None:  # a serve's address: whatever is there, not it
+                        err = NotOurs(f"the scheduler at {self.address} is not this project's "
+                                      f"serve ({err.message})")
+                        _building_here(err.message)  # once a process: every step then runs here
                     self._clients[pid] = err  # every step of this process: said at once
             found = self._clients[pid]
         if isinstance(found, BuildError):
             raise found
         return found
+
+    def here(self) -> bool:
+        """True when this process runs the steps itself after all: the scheduler at a
+        serve's address did not prove to be that serve (said once, when found)."""
+        if self.token is None:
+            return False
+        try:
+            self.client()
+        except NotOurs:
+            return True
+        return False
 
     def _connect(self):
         """A Dask client of the scheduler, made within CONNECT_TIMEOUT and a few seconds
@@ -218,8 +291,12 @@ class Executor:
         def connect():
             try:  # a certificate that cannot be read is an OSError too
                 security = self.tls.security() if self.tls is not None else None
-                made.append(Client(self.address, timeout=CONNECT_TIMEOUT, set_as_default=False,
-                                   security=security))
+                client = Client(self.address, timeout=CONNECT_TIMEOUT, set_as_default=False,
+                                security=security)
+                # a serve's scheduler says its token before any step is sent there
+                theirs = (client.get_metadata(serve_proof.TOKEN_KEY, None)
+                          if self.token is not None else None)
+                made.append((client, theirs))
             except BaseException as err:  # noqa: BLE001 - said in words below
                 _abandon_clients(err.__traceback__)
                 made.append(err)
@@ -239,7 +316,11 @@ class Executor:
             kind = "" if isinstance(err, OSError) else " (not a Dask scheduler?)"
             raise BuildError(f"cannot connect to the executor {self.address}{kind}: "
                              f"{type(err).__name__}: {str(err)[:200]}", hint=hint)
-        return made[0]
+        client, theirs = made[0]
+        if self.token is not None and theirs != self.token:
+            _close_quietly(client)
+            raise NotOurs("it does not know the token of build/.executor.json")
+        return client
 
     def run(self, task: str, step: str, expected: dict, args: dict) -> bytes:
         """Run ``step`` on a worker; its output's bytes. Any failure is a BuildError naming

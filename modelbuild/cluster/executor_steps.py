@@ -1,7 +1,8 @@
 """The partition, lower and codegen actions: in this process (``lower_here``; partition.run
 itself), or shipped to an executor's worker (``partition_on_worker``, ``lower_on_worker``,
 ``codegen_on_worker``: the same step, its inputs and output as bytes; the worker side is
-worker.py, the connection executor.py)."""
+worker.py, the connection executor.py). A serve's scheduler that does not prove to be that
+serve gets none of them: they run here (``Executor.here``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from ..core import atomic
 from ..core.errors import BuildError
 from ..schedules.active import Active
-from ..steps import lower
+from ..steps import codegen, lower, partition
 from ..steps.partition_output import PartitionOutput, entry_problem
 from ..targets.registry import TargetSpec
 from . import worker
@@ -26,6 +27,8 @@ def partition_on_worker(executor: Executor, source, spec, layout, target: Target
 
     import msgpack
 
+    if executor.here():
+        return partition.run(source, spec, layout, target)
     args = {"source": source, "spec": spec, "target": target}
     raw = executor.run(f"partition:{layout.name}", "partition",
                        worker.identity("partition", target.sources), args)
@@ -57,6 +60,8 @@ def lower_on_worker(workload: bytes, record: Active, executor: Executor, layout,
               target: TargetSpec) -> None:
     """The lower action on an executor's worker: the same step, given the same bytes and
     the same record object (its files' bytes inside), the output as bytes."""
+    if executor.here():
+        return lower_here(workload, record, layout, name, target)
     args = {"workload": workload, "record": record, "target": target, "name": name}
     out = executor.run(f"lower:{layout.name}/{name}", "lower",
                        worker.identity("lower", target.sources), args)
@@ -66,6 +71,8 @@ def lower_on_worker(workload: bytes, record: Active, executor: Executor, layout,
 def codegen_on_worker(lowered: bytes, executor: Executor, layout, name: str, output: Path,
                 target: TargetSpec) -> None:
     """The codegen action on an executor's worker, given the lowered TIR the step read."""
+    if executor.here():
+        return codegen.compile_to(lowered, output, target, name)
     args = {"lowered": lowered, "target": target, "name": name}
     out = executor.run(f"codegen:{layout.name}/{name}", "codegen",
                        worker.identity("codegen", target.sources), args)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core import atomic
 from ..core.errors import BuildError
-from ..cluster import executor, tls
+from ..cluster import executor, serve_proof, tls
 from ..cluster.worker import describe
 from ..graph import build_lock
 from . import options
@@ -35,14 +35,8 @@ from .workspace import project_of
 def _running(project) -> dict | None:
     """What the running serve of the project wrote, or None. serve holds its lock while it
     runs: an address file without it is one a serve killed outright left, whose pid may be
-    another program's now (removed here, and said)."""
-    info = executor.served(project)
-    if info is None or build_lock.held(build_lock.serve_lock_file(project)):
-        return info
-    executor.address_file(project).unlink(missing_ok=True)
-    console.print(f"(removed the address file of a serve that ended without removing it: "
-                  f"pid {info['pid']})")
-    return None
+    another program's now (removed, and said: executor.served)."""
+    return executor.served(project, say=lambda why: console.print(f"({why})"))
 
 
 def _status(project) -> int:
@@ -91,7 +85,7 @@ def _follow_workers(client, info: dict, path: Path) -> None:
         if new:
             known.update(client.run(_worker_identity, workers=new, on_error="ignore") or {})
         info["workers"] = {a: w for a, w in known.items() if isinstance(w, dict)}
-        atomic.write_text(path, json.dumps(info, indent=1))
+        atomic.write_text(path, json.dumps(info, indent=1), private=True)
     except Exception:  # noqa: BLE001 - a worker starting or stopping: the next second's look
         return
 
@@ -161,13 +155,13 @@ def run(args) -> int:
         return _stop(project)
     if args.status:
         return _status(project)
-    running = executor.served(project)
+    running = _running(project)
     if running is not None:
         raise BuildError(f"serve already runs for this project (pid {running['pid']}, "
                          f"{running['address']})", hint="`python -m modelbuild serve --stop` ends it")
     # one serve a project, held until it exits: two started together both passed the check
     # above (the address file comes last), and the first ran on where nothing could find it
-    lock = build_lock.serve_lock_file(project)
+    lock = serve_proof.lock_file(project)
     try:
         build_lock.hold(lock)  # held until serve exits
     except build_lock.Busy:
@@ -197,15 +191,19 @@ def run(args) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     path = executor.address_file(project)
+    token = serve_proof.new_token()  # builds check it is this serve they talk to
     with LocalCluster(**_cluster_options(args, files)) as cluster, \
             Client(cluster, set_as_default=False) as client:
+        client.set_metadata(serve_proof.TOKEN_KEY, token)
         workers = client.run(_worker_identity)
         _announce(project, cluster, len(workers), files, args.dashboard)
-        info = {"address": cluster.scheduler_address, "pid": os.getpid(), "workers": workers}
+        info = {"address": cluster.scheduler_address, "pid": os.getpid(), "token": token,
+                "workers": workers}
         if files is not None:
             info["tls"] = files.as_dict()
-        try:  # the address file last: who waits for it finds everything said
-            atomic.write_text(path, json.dumps(info, indent=1))
+        try:  # the address file last (its owner's alone: the token): who waits for it
+            # finds everything said
+            atomic.write_text(path, json.dumps(info, indent=1), private=True)
             while not stop.wait(1.0):
                 _follow_workers(client, info, path)
         finally:

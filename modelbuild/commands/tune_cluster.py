@@ -51,7 +51,7 @@ def connect(project, spec, per_cpu: bool = False) -> Cluster | None:
                          hint="start one `serve` (or one set of workers) per CPU kind and "
                               "tune on each with --mcpu")
     found = executor.configured(project)
-    if found is None:
+    if found is None or found.here():  # here(): a serve's address, not that serve's scheduler
         return None
     if spec.kind != "llvm":
         raise BuildError(f"tuning on the executor measures on its CPUs; target {spec.name} "

@@ -49,20 +49,22 @@ def current_umask() -> int:
     return mask
 
 
-def commit(tmp: Path, path: Path, executable: bool = False) -> None:
-    """Move a finished temporary file into place atomically, with ordinary permissions.
+def commit(tmp: Path, path: Path, executable: bool = False, private: bool = False) -> None:
+    """Move a finished temporary file into place atomically, with ordinary permissions
+    (``private``: readable by its owner only, as mkstemp made it).
 
     (mkstemp makes files private; a build output should be like any file the user makes.)
     """
-    os.chmod(tmp, (0o777 if executable else 0o666) & ~current_umask())
+    if not private:
+        os.chmod(tmp, (0o777 if executable else 0o666) & ~current_umask())
     os.replace(tmp, path)
 
 
-def write_bytes(path: Path, data: bytes) -> None:
+def write_bytes(path: Path, data: bytes, private: bool = False) -> None:
     tmp = temp_path_for(path)
     try:
         tmp.write_bytes(data)
-        commit(tmp, path)
+        commit(tmp, path, private=private)
     except OSError as err:
         tmp.unlink(missing_ok=True)
         if err.filename is None:  # a failed write names no file: name the one meant
@@ -73,5 +75,5 @@ def write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+def write_text(path: Path, text: str, private: bool = False) -> None:
+    write_bytes(path, text.encode("utf-8"), private=private)

@@ -31,6 +31,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..cluster import serve_proof
 from ..core.digits import is_decimal
 from ..core.errors import BuildError
 from ..core.paths import Project
@@ -102,8 +103,8 @@ def tune_lock_file(work_dir: Path) -> Path:
 
 
 def serve_lock_file(project: Project) -> Path:
-    """serve's, one per project (".serve.lock" was the build lock of a model named serve)."""
-    return project.build_dir / ".serve-lock"
+    """serve's, one per project: where builds look for it (cluster/serve_proof.py)."""
+    return serve_proof.lock_file(project)
 
 
 class ModelLocks:
