@@ -50,12 +50,13 @@ from ..steps import kinds
 from .entry_format import (DAMAGED, INVALID, damage, earlier_format, frame, header_vouches,
                            known_reason, unframe_signed)
 from .events import events_file
-from .remote import FORGED, UNSIGNED, RemoteStore
+from .remote import FORGED, PUBLIC_KEY_SETTING, UNSIGNED, RemoteStore
 
 ENV = settings.BY_KEY["cache-dir"].env
 UNSIGNED_DOWNLOAD = "-"  # the origin a local copy of an unsigned remote entry records
 UNVERIFIABLE = b""  # the trusted key when the one configured cannot be read: none verifies
 LOCAL, REMOTE = "local", "remote"
+UNKNOWN_ORIGIN = "unknown-origin"  # an output whose stamp does not say where it came from
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,9 @@ class Found:
     source: str | None = None
     corrupt_local: bool | str = False    # the local entry exists but is not used
     corrupt_remote: bool | str = False   # the remote entry exists but is not used
-    origin: str | None = None            # REMOTE: its signature, or UNSIGNED_DOWNLOAD
+    # where the payload came from: None, built on this machine; else a download, with its
+    # signature or UNSIGNED_DOWNLOAD (REMOTE: now; LOCAL: what the local entry records)
+    origin: str | None = None
 
 
 def _invalid(check, payload: bytes) -> bool:
@@ -162,7 +165,7 @@ class Cache:
         elif raw is not None and payload is None:
             corrupt_local = damage(raw, kind, key)
         if payload is not None:
-            return Found(payload, LOCAL)
+            return Found(payload, LOCAL, origin=found[1])
         if self.remote is None or not remote:
             return Found(corrupt_local=corrupt_local)
         raw = self.remote.get(kind, key)
@@ -185,12 +188,25 @@ class Cache:
         (another project's build, trusting another remote or none, may have kept it)."""
         if self.trusted_key is None or origin is None:
             return None  # no key: every entry is trusted; no origin: built on this machine
-        if origin == UNSIGNED_DOWNLOAD:
-            return UNSIGNED
-        from . import signing
+        return origin_refusal(self.trusted_key, kind, key, bytes_digest(payload), origin)
 
-        return None if signing.verify(self.trusted_key, kind, key, bytes_digest(payload),
-                                      origin) else FORGED
+    def output_distrusted(self, kind: str, key: str, provenance) -> str | None:
+        """Why an output in build/ whose stamp records ``provenance`` (see ``provenance``)
+        must not be kept as current here (UNSIGNED, FORGED, UNKNOWN_ORIGIN), None to keep
+        it. Without a public key every output is kept; with one, an output restored from a
+        download is kept only when the key verifies the signature it came with: a key set
+        (or changed) after a build distrusts what that build took from the store unverified.
+        A signature is checked only for an output that came from the remote (one Ed25519
+        verification; nothing is hashed)."""
+        if self.trusted_key is None or provenance is None:
+            return None
+        if not isinstance(provenance, dict):
+            return UNKNOWN_ORIGIN  # a stamp of an earlier modelbuild, which did not record it
+        signature, digest = provenance.get("signature"), provenance.get("payload_sha256")
+        if not isinstance(digest, str) or not isinstance(signature, (str, type(None))):
+            return UNKNOWN_ORIGIN
+        return origin_refusal(self.trusted_key, kind, key, digest,
+                              signature or UNSIGNED_DOWNLOAD)
 
     def report_damage(self, kind: str, key: str, found: Found) -> None:
         """Log the entries a lookup did not use; a local one is removed (the build replaces
@@ -263,14 +279,26 @@ class Cache:
         if self._uploads():
             self._upload(kind, key, payload)
 
-    def used_local(self, kind: str, key: str, payload: bytes) -> None:
+    def used_local(self, kind: str, key: str, payload: bytes, origin: str | None = None) -> None:
         """A local entry was used: marked recently used; in read-write mode, uploaded too
         when the remote lacks it, holds other bytes, or (with a public key) an entry its key
         does not verify: a CI whose local cache is warm fills a store emptied, or signed with
         a rotated key, as a cold one would (the header and the entry's size are read to
-        tell: a payload cut short or padded after its header is replaced too)."""
+        tell: a payload cut short or padded after its header is replaced too).
+
+        Only what this machine built, or verified with the project's public key, goes up
+        (``origin``: the entry's, None for built here): a signing CI never puts its
+        signature on an entry it downloaded unverified, which a store writer may have
+        placed (and removed from the store since)."""
         self.touch(kind, key)
         if not self._uploads():
+            return
+        if origin is not None and (self.remote.public_key is None or origin_refusal(
+                self.remote.public_key, kind, key, bytes_digest(payload), origin)):
+            self.say_once("not-reuploaded", "note: entries this build took from its local "
+                          "cache that an earlier build downloaded unverified (no "
+                          f"{PUBLIC_KEY_SETTING} then) are not uploaded: this machine did "
+                          "not build them, so it does not sign them")
             return
         head = self.remote.head(kind, key)
         if head is None or b"\n" not in head or not header_vouches(
@@ -341,6 +369,27 @@ class Cache:
                 except OSError:
                     pass  # not empty: another writer's temporary file, or not ours
         return len(entries), sum(size for _, size, _ in entries)
+
+
+def origin_refusal(public_key: bytes, kind: str, key: str, payload_digest: str,
+                   origin: str) -> str | None:
+    """Why a download of ``origin`` (its signature, or UNSIGNED_DOWNLOAD) is not the
+    public key's owner's: UNSIGNED, FORGED; None when the key verifies it."""
+    if origin == UNSIGNED_DOWNLOAD:
+        return UNSIGNED
+    from . import signing
+
+    return None if signing.verify(public_key, kind, key, payload_digest, origin) else FORGED
+
+
+def provenance(origin: str | None, payload: bytes) -> dict | None:
+    """What a step's stamp records of where its output came from: None, built on this
+    machine (or restored from an entry built here); else the download's signature (None:
+    unsigned) and its payload's sha256, which the signature covers."""
+    if origin is None:
+        return None
+    return {"signature": None if origin == UNSIGNED_DOWNLOAD else origin,
+            "payload_sha256": bytes_digest(payload)}
 
 
 SECTIONS = tuple(k.cache for k in kinds.PIPELINE if k.cache)  # the cache's own folders

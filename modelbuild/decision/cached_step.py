@@ -17,13 +17,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from ..cache.store import LOCAL, UNSIGNED_DOWNLOAD, Cache, Found
+from ..cache.remote import FORGED, UNSIGNED
+from ..cache.store import LOCAL, UNKNOWN_ORIGIN, UNSIGNED_DOWNLOAD, Cache, Found, provenance
 from ..core import atomic, interrupts, regular_file
 from ..core.digest import file_digest
 from ..core.errors import BuildError
 from . import fingerprint
 
 CURRENT, RESTORE, RUN = "current", "restore", "run"
+MODIFIED = "output modified since it was built"  # the words reasons.py uses
+# why an intact output is not kept (cache.Cache.output_distrusted), in `why`'s words
+DISTRUST_WORDS = {
+    UNSIGNED: "restored from an unsigned remote entry; a public key is now set "
+              "(remote-cache-public-key): not trusted, made again",
+    FORGED: "restored from a remote entry that remote-cache-public-key does not verify "
+            "(signed with another key, or the key changed since): made again",
+    UNKNOWN_ORIGIN: "made by an earlier modelbuild, whose stamp does not say whether it came "
+                    "from a verified download; a public key is set: made again",
+}
 
 
 @dataclass(frozen=True)
@@ -56,8 +67,10 @@ class Decision:
     corrupt: bool = False        # RUN: the cache had an entry, but it is damaged
     source: str = LOCAL          # RESTORE: which tier has it (cache.LOCAL or cache.REMOTE)
     corrupt_remote: bool = False  # the remote tier's entry is damaged
-    origin: str | None = None    # RESTORE from the remote: its signature (cache.Found.origin)
+    origin: str | None = None    # RESTORE: where the entry came from (cache.Found.origin)
     reasons: tuple[str, ...] = ()  # asked to explain, and not CURRENT: why, in words
+    distrusted: str | None = None  # the output matches its stamp, but not where it came
+    #                                from (cache.Cache.output_distrusted): why, a REASONS key
 
 
 @dataclass(frozen=True)
@@ -91,11 +104,25 @@ class Step:
             return None
 
     def is_current(self, inputs: dict) -> bool:
+        return self._intact(inputs) and self._distrusted() is None
+
+    def _intact(self, inputs: dict) -> bool:
+        """Whether the output is the one its stamp says was made from ``inputs``."""
         stamp = fingerprint.read_stamp(self.output)
         if stamp is None or stamp["key"] != fingerprint.key(inputs):
             return False
         digest = self.artifact.digest()
         return digest is not None and digest == stamp.get("output_sha256")
+
+    def _distrusted(self) -> str | None:
+        """Why the output, intact, must still not be kept (it came from a download the
+        project's public key does not verify, which a key set or changed since may make so);
+        None to keep it. A stamp is read, nothing hashed."""
+        stamp = fingerprint.read_stamp(self.output) or {}
+        if "key" not in stamp:
+            return None
+        return self.cache.output_distrusted(self.kind, stamp["key"],
+                                            stamp.get("origin", ()))
 
     def decide(self, explain: bool = False) -> Decision:
         """Current (output matches its stamp and the inputs), restore (the cache, local or
@@ -106,35 +133,45 @@ class Step:
         if not explain or decision.action == CURRENT or self.why is None:
             return decision
         reasons = self.why(self, fingerprint.read_stamp(self.output), decision)
+        if decision.distrusted is not None:  # intact, and kept until now: say why no more
+            reasons = [DISTRUST_WORDS.get(decision.distrusted, decision.distrusted),
+                       *(r for r in reasons if r != MODIFIED)]
         return replace(decision, reasons=tuple(reasons))
 
     def _decide(self) -> Decision:
         inputs = self.current_inputs()
         if inputs is None:
             return Decision(RUN, None)
-        if self.is_current(inputs):
-            return Decision(CURRENT, inputs)
+        distrusted = None
+        if self._intact(inputs):
+            distrusted = self._distrusted()
+            if distrusted is None:
+                return Decision(CURRENT, inputs)
         found = self.cache.peek(self.kind, fingerprint.key(inputs), check=self._check)
         if found.payload is not None:
             return Decision(RESTORE, inputs, found.payload, found.corrupt_local, found.source,
-                            found.corrupt_remote, origin=found.origin)
+                            found.corrupt_remote, origin=found.origin, distrusted=distrusted)
         return Decision(RUN, inputs, corrupt=found.corrupt_local,
-                        corrupt_remote=found.corrupt_remote)
+                        corrupt_remote=found.corrupt_remote, distrusted=distrusted)
 
-    def _stamp(self, inputs: dict) -> None:
-        fingerprint.write_stamp(self.output, inputs, self.artifact.digest())
+    def _stamp(self, inputs: dict, origin: dict | None = None) -> None:
+        """``origin``: where the output came from (cache.provenance; None: made here)."""
+        fingerprint.write_stamp(self.output, inputs, self.artifact.digest(), origin)
 
     def restore(self, inputs: dict, payload: bytes, source: str = LOCAL,
                 origin: str | None = None) -> None:
-        """Put the cached ``payload`` for ``inputs`` in place, with its stamp (a payload from
-        the remote tier is kept in the local cache too, with its ``origin``)."""
+        """Put the cached ``payload`` for ``inputs`` in place, with its stamp, which says
+        where it came from (``origin``: cache.Found.origin); a payload from the remote tier
+        is kept in the local cache too, with its origin."""
         key = fingerprint.key(inputs)
+        if source != LOCAL:
+            origin = origin or UNSIGNED_DOWNLOAD
         self.artifact.unpack(payload)
-        self._stamp(inputs)
+        self._stamp(inputs, provenance(origin, payload))
         if source == LOCAL:
-            self.cache.used_local(self.kind, key, payload)
+            self.cache.used_local(self.kind, key, payload, origin)
         else:
-            self.cache.put_local(self.kind, key, payload, origin or UNSIGNED_DOWNLOAD)
+            self.cache.put_local(self.kind, key, payload, origin)
         self.cache.log("hit", self.kind, key, source)
 
     def _made_by_a_step(self, filename) -> bool:

@@ -76,8 +76,11 @@ def stamp_path(output: Path) -> Path:
     return output.with_name(output.name + ".stamp")
 
 
-def write_stamp(output: Path, inputs: dict, output_digest: str | None) -> None:
-    stamp = {"key": key(inputs), "output_sha256": output_digest, "inputs": inputs}
+def write_stamp(output: Path, inputs: dict, output_digest: str | None,
+                origin: dict | None = None) -> None:
+    """``origin``: where the output came from (cache.store.provenance; None: made here)."""
+    stamp = {"key": key(inputs), "output_sha256": output_digest, "inputs": inputs,
+             "origin": origin}
     atomic.write_text(stamp_path(output), json.dumps(stamp, sort_keys=True, indent=1))
 
 

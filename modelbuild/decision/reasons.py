@@ -16,7 +16,7 @@ from ..core.paths import ModelPaths
 from ..schedules.changes import record_changes
 from ..steps import environment
 from . import fingerprint
-from .cached_step import RESTORE, RUN, Decision, Step
+from .cached_step import MODIFIED, RESTORE, RUN, Decision, Step
 
 
 _CONFIG_WORDS = {
@@ -94,7 +94,7 @@ def step_changes(stamp: dict | None, inputs: dict, output: Path, upstream: str) 
     if "lowered" in inputs and old.get("lowered") != inputs["lowered"]:
         out.append(f"upstream output changed ({upstream})")
     if not out and stamp.get("key") == fingerprint.key(inputs):
-        out.append("output modified since it was built")
+        out.append(MODIFIED)
     return out or ["inputs changed"]
 
 
@@ -131,7 +131,7 @@ def partition_changes(stamp: dict | None, inputs: dict | None, problems: list[st
     if old.get("layout") != inputs.get("layout"):
         out.append(f"layout changed ({old.get('layout') or 'NCHW'} -> {inputs.get('layout')})")
     return out + problems or (["inputs changed"] if stamp.get("key") != fingerprint.key(inputs)
-                              else ["output modified since it was built"])
+                              else [MODIFIED])
 
 
 def restore_words(source: str | None) -> str:
