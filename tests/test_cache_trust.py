@@ -219,6 +219,32 @@ def test_a_ci_with_a_warm_local_cache_fills_a_store_signed_with_a_rotated_key(ti
 
 
 @pytest.mark.slow
+def test_a_changed_public_key_is_said_in_one_line_not_two_per_entry(tiny_built, keys, tmp_path):
+    """A laptop kept what a signed store sent; then its public key was changed: each entry
+    was refused twice, its local copy and the remote's, and said twice (30 lines)."""
+    remote = _file_remote(tmp_path / "shared-cache")
+    ci = _with_public_key(_checkout(tiny_built, tmp_path / "ci"), keys)
+    ci.doit("build:tiny", env=_signing_env(remote, keys))
+    laptop = _with_public_key(_checkout(tiny_built, tmp_path / "laptop"), keys)
+    assert laptop.doit("build:tiny", env=remote.build_env(mode="read")).ran == {"link:tiny"}
+
+    new_keys = tmp_path / "new-keys"
+    subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen", str(new_keys)],
+                   check=True, capture_output=True)
+    shutil.rmtree(laptop.root / "keys")
+    _with_public_key(laptop, new_keys)
+    shutil.rmtree(laptop.root / "build" / "tiny")  # its local cache stays
+    run = laptop.doit("build:tiny", env=remote.build_env(mode="read"))
+    entries = len(remote.entries())
+    assert len(run.ran) == entries + 1, run.output  # every step built here, and the link
+    refused = [ln for ln in run.output.splitlines() if "not signed by the owner" in ln]
+    assert refused == [f"  warning: {entries} cache entries (here and in the remote cache) were "
+                       "not signed by the owner of remote-cache-public-key; none was used"], \
+        run.output
+    assert sha256(laptop.library("tiny")) == sha256(tiny_built.library("tiny"))
+
+
+@pytest.mark.slow
 def test_a_public_key_that_cannot_be_read_without_a_remote_stops_nothing_it_need_not(
         tiny_built, keys, tmp_path):
     """With no remote configured, the public key is read only to judge downloads kept in the

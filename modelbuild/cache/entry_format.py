@@ -12,8 +12,9 @@ entry that came from a remote says so in its header: the signature it came with,
 from __future__ import annotations
 
 from ..core.digest import bytes_digest
-from .remote import FORGED, HEADER_BYTES, UNSIGNED
 
+HEADER_BYTES = 1024  # an entry's header line: format, sha256, size, kind/key, signature
+UNSIGNED, FORGED = "unsigned", "forged"  # why an intact remote entry is not trusted
 _MAGIC = b"modelbuild-cache/3"
 # Entries of an earlier format: a miss, not damage (/1 bound no key; in /2 a download kept
 # here did not say it came from a remote, and a signed project took it for its own build).
@@ -50,6 +51,17 @@ def _header(line: bytes, kind: str, key: str) -> tuple[str, bytes, str | None] |
         return None
     return (parts[1].decode(errors="replace"), parts[2],
             parts[4].decode(errors="replace") if len(parts) == 5 else None)
+
+
+def declared_size(head: bytes) -> tuple[int, int] | None:
+    """(length of the header line with its newline, payload size it declares) of an entry
+    whose first bytes are ``head``; None when they hold no header line of this format. An
+    entry whose size is not their sum is damaged: found without reading its payload."""
+    line, newline, _ = head[:HEADER_BYTES].partition(b"\n")
+    parts = _fields(line)
+    if not newline or parts is None or not parts[2].isdigit():
+        return None
+    return len(line) + 1, int(parts[2])
 
 
 def unframe_signed(raw: bytes, kind: str, key: str) -> tuple[bytes, str | None] | None:

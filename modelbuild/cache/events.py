@@ -14,7 +14,7 @@ from pathlib import Path
 from ..core import atomic, regular_file
 from ..core.digits import is_decimal
 from ..core.paths import Project
-from .entry_format import DAMAGED, REASONS, known_reason
+from .entry_format import DAMAGED, FORGED, REASONS, UNSIGNED, known_reason
 
 EVENTS = ("hit", "miss", "corrupt", "upload")
 
@@ -113,13 +113,27 @@ def last_run(project: Project, run: int | None = None) -> dict[str, int] | None:
     return counts
 
 
-def corrupt_entries(project: Project, run: int | None = None) -> list[tuple[str, bool, str]]:
-    """(``kind/key``, whether it was the remote's, why it was not used, in words) of each
-    entry the last build (``run``: that doit run) found and did not use."""
+def _corrupt(project: Project, run: int | None) -> list[tuple[str, bool, str]]:
     out = []
     for e in _events(project, run) or []:
         if e[0] == "corrupt":
             words = [w for w in e[3:] if w != "remote"]
-            out.append((f"{e[1]}/{e[2]}", e[-1] == "remote",
-                        REASONS[known_reason(words[0] if words else DAMAGED)]))
+            out.append((f"{e[1]}/{e[2]}", e[-1] == "remote", known_reason(words[0] if words
+                                                                           else DAMAGED)))
     return out
+
+
+LOCAL_COPY, REMOTE_ENTRY, BOTH = "local", "remote", "both"  # where an entry not used was
+# the reasons a changed remote-cache-public-key gives every entry: said in one line
+UNTRUSTED = frozenset(REASONS[r] for r in (UNSIGNED, FORGED))
+
+
+def refused_entries(project: Project, run: int | None = None) -> list[tuple[str, str, str]]:
+    """(``kind/key``, where: LOCAL_COPY, REMOTE_ENTRY or BOTH, why in words), once per entry
+    and reason, of the entries the last build (``run``: that doit run) did not use: a copy
+    kept here refused for the reason its remote entry was (a changed public key) is one."""
+    where: dict[tuple[str, str], set[bool]] = {}
+    for entry, remote, reason in _corrupt(project, run):
+        where.setdefault((entry, reason), set()).add(remote)
+    return [(entry, BOTH if len(tiers) == 2 else REMOTE_ENTRY if True in tiers else LOCAL_COPY,
+             REASONS[reason]) for (entry, reason), tiers in where.items()]

@@ -23,12 +23,17 @@ A store that is down, slow or refuses us never fails a build: the first
 failure is reported once (to stderr) and the store is not asked again by this
 process; the build goes on locally. Each request runs in a thread of its own that
 the process does not wait for at exit: a store that trickles bytes, or a pipe in
-a shared folder, cannot keep a finished build from ending. A download is read
-to at most ``limit(kind)`` bytes: a workload's lowered TIR or object is at most
-megabytes, so 64 MB (a larger entry is no step's output: a miss, the step runs
-here); a partition entry, which holds the model's weights, half this machine's
-memory. A read from a shared folder stops when its request is given up (the
-timeout), so what it read is not kept past it.
+a shared folder, cannot keep a finished build from ending. A download reads the
+entry's header line first (entry_file.py): an entry whose size on the store is not its
+header's plus the payload size it declares is damaged, found without reading its
+payload, and one declaring more than ``limit(kind)`` bytes is a miss (no step makes
+one; it runs here): a workload's lowered TIR or object is at most megabytes, so 64 MB;
+a partition entry, which holds the model's weights, 1 GB. A read from a shared folder
+stops when its request is given up (the timeout), so what it read is not kept past it.
+
+A shared folder (file://) is written as a tree of plain folders: a kind or shard folder
+that is a symbolic link gets no upload (``linked`` names it; the cache says so once per
+run), so a link planted in the store cannot send a read-write build's entries elsewhere.
 
 Credentials and endpoints come the way the store's own tools take them (for S3: AWS_*
 environment variables, ~/.aws); a URL's user and password, if any, are never printed.
@@ -45,24 +50,22 @@ from urllib.parse import urlsplit
 from ..core import regular_file, settings
 from ..core.errors import BuildError
 from ..core.paths import Project
-from . import signing
+from . import entry_file, signing
+from .entry_format import declared_size
+from .entry_format import FORGED, HEADER_BYTES, UNSIGNED  # noqa: F401 - store.py's words too
 
 MODES = settings.REMOTE_CACHE_MODES
 DEFAULT_TIMEOUT = settings.BY_KEY["remote-cache-timeout"].default
 SIGNING_KEY_ENV = settings.BY_KEY["remote-cache-signing-key"].env
 PUBLIC_KEY_SETTING = "remote-cache-public-key"
-UNSIGNED, FORGED = "unsigned", "forged"  # why a downloaded entry is refused
-HEADER_BYTES = 1024  # an entry's header line: format, sha256, size, kind/key, signature
 WORKLOAD_ENTRY_LIMIT = 64 << 20  # a lowered or object entry: kilobytes to a few megabytes
-# A shared folder's entry is read in reads of this size, looking for a given-up request in
-# between: an entry smaller than one is one read, which bytes.join returns uncopied (8 MB
-# reads and the join cost 20 ms more on a 50 MB partition entry).
-_CHUNK = 256 << 20
-
-
-class _Miss(FileNotFoundError):
-    """An entry that is not used, as if absent: larger than any of its kind, or a read the
-    request's timeout gave up."""
+# A partition entry holds the model's weights, its workloads and graph: about 100 MB
+# for resnet50, 570 MB for vgg19. Its file sizes cannot bound it (the onnx package's models
+# make their weights from a few bytes each). A larger entry only costs a partition here.
+PARTITION_ENTRY_LIMIT = 1 << 30
+# An object store's entry is asked for in one request of this many first bytes (most
+# entries whole), then the rest once its header line vouches for the size.
+_FIRST_READ = 1 << 20
 
 
 class RemoteStore:
@@ -82,6 +85,7 @@ class RemoteStore:
         self._pid = os.getpid()         # the process self._fs was made in
         self.public_key = public_key    # raw Ed25519 key: only entries it verifies are used
         self.signing_key = signing_key  # raw Ed25519 private key: uploads are signed with it
+        self.linked: str | None = None  # a folder of a shared folder's tree found to be a link
 
     # a store crosses into doit's worker processes: its connection does not
     def __getstate__(self):
@@ -198,15 +202,17 @@ class RemoteStore:
 
     def get(self, kind: str, key: str) -> bytes | None:
         """The stored entry (header and payload, unverified), None when absent or unreachable,
-        or not a regular file of a shared folder (a pipe would never end)."""
+        not a regular file of a shared folder (a pipe would never end), or declaring more
+        payload than its kind has (``limit``). An entry whose size on the store is not what
+        its header says is read no further than its header: those bytes, damaged."""
         most = limit(kind)
         given_up = threading.Event()
 
         def download(fs):
-            data = _first_bytes(fs, self._path(kind, key), most + 1, given_up)
-            if len(data) > most:
-                raise _Miss(f"a {kind} entry of over {most} bytes")
-            return data
+            path = self._path(kind, key)
+            if _local(fs):
+                return entry_file.read(Path(path), most, given_up)
+            return _download(fs, path, most)
 
         try:
             return self._call("a download", download, on_timeout=given_up.set)
@@ -235,19 +241,13 @@ class RemoteStore:
             return False
 
         def upload(fs):
-            path = self._path(kind, key)
-            if _local(fs):
-                # a shared folder: write beside, then rename, so a reader never sees half
-                fs.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-                fs.pipe_file(tmp, entry)
-                try:  # not fs.mv: onto a folder there, it moved the entry into that folder
-                    os.replace(tmp, path)
-                except IsADirectoryError:
-                    os.unlink(tmp)
-                    return False  # one entry's place taken: the others still go up
-            else:
-                fs.pipe_file(path, entry)  # an object store replaces objects whole
+            if _local(fs):  # a shared folder: through plain folders only, renamed in place
+                try:
+                    return entry_file.write(self._root, kind, key, entry)
+                except entry_file.Linked as err:
+                    self.linked = err.component
+                    return False
+            fs.pipe_file(self._path(kind, key), entry)  # an object store replaces objects whole
             return True
 
         try:
@@ -256,23 +256,31 @@ class RemoteStore:
             return False
 
 
-def _first_bytes(fs, path: str, count: int, given_up: threading.Event | None = None) -> bytes:
+def _download(fs, path: str, most: int) -> bytes:
+    """An object store's entry: its first bytes in one request (a small entry whole); of a
+    larger one, the rest only when its header line declares a payload of at most ``most``
+    bytes that, with the header, makes up the object's size."""
+    head = _first_bytes(fs, path, _FIRST_READ)
+    sizes = declared_size(head)
+    if len(head) < _FIRST_READ or sizes is None:
+        return head  # the whole entry, or no header line of this format: damaged
+    line, payload = sizes
+    size = fs.size(path)
+    if size != line + payload:
+        return head[:line + (payload == 0)]  # damaged: no more of it is read
+    if payload > most:
+        raise entry_file.TooLarge(f"a {payload}-byte payload")
+    return head + fs.cat_file(path, start=len(head), end=size)
+
+
+def _first_bytes(fs, path: str, count: int) -> bytes:
     """At most ``count`` bytes from the start of an entry: in a shared folder, of a regular
-    file only (a pipe would never answer: NotRegular, a miss), read until ``given_up`` is
-    set; elsewhere one ranged request, an empty object b"" (S3 answers a range of one with
-    416, which read as the store failing)."""
+    file only (a pipe would never answer: NotRegular, a miss); elsewhere one ranged
+    request, an empty object b"" (S3 answers a range of one with 416, which read as the
+    store failing)."""
     if _local(fs):
         with regular_file.opened(Path(path)) as f:
-            chunks, size = [], 0
-            while size < count:
-                if given_up is not None and given_up.is_set():
-                    raise _Miss("the request was given up")
-                chunk = f.read(min(_CHUNK, count - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            return b"".join(chunks)
+            return f.read(count)
     try:
         return fs.cat_file(path, start=0, end=count)
     except FileNotFoundError:
@@ -294,14 +302,14 @@ def _local(fs) -> bool:
 
 
 def limit(kind: str) -> int:
-    """The most bytes a download of a ``kind`` entry may have."""
-    whole = entry_limit()
-    return whole if kind == "partition" else min(whole, WORKLOAD_ENTRY_LIMIT)
+    """The most payload bytes a downloaded ``kind`` entry may have (half this machine's
+    memory at most: an entry is held whole, and its files are written from it)."""
+    return min(entry_limit(), PARTITION_ENTRY_LIMIT if kind == "partition"
+               else WORKLOAD_ENTRY_LIMIT)
 
 
 def entry_limit() -> int:
-    """The most bytes a download may have: half this machine's memory (an entry is held
-    whole, and its files are written from it)."""
+    """Half this machine's memory."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
     except (ValueError, OSError):

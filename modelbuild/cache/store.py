@@ -47,6 +47,7 @@ from ..core.digest import bytes_digest
 from ..core.errors import BuildError
 from ..core.paths import Project
 from ..steps import kinds
+from . import entry_file
 from .entry_format import (DAMAGED, INVALID, damage, earlier_format, frame, header_vouches,
                            known_reason, unframe_signed)
 from .events import events_file
@@ -149,8 +150,8 @@ class Cache:
         ``check(payload)`` says what is wrong with a payload (None: nothing); an entry it
         refuses, like a damaged one or (remote) one without a trusted signature, is not used.
         Writes nothing, logs nothing."""
-        try:
-            raw = regular_file.read_bytes(self.path(kind, key))
+        try:  # an entry whose size is not its header's: its header only, damaged
+            raw = entry_file.read(self.path(kind, key))
         except OSError:
             raw = None
         if earlier_format(raw):
@@ -322,6 +323,11 @@ class Cache:
         signature = self.remote.signature(kind, key, bytes_digest(payload))
         if self.remote.put(kind, key, frame(payload, kind, key, signature)):
             self.log("upload", kind, key, REMOTE)
+        elif self.remote.linked:
+            self.say_once("remote-link", f"warning: remote cache "
+                          f"{settings.without_credentials(self.remote.url)}: {self.remote.linked}"
+                          " is a symbolic link, not a folder of the store; nothing is uploaded "
+                          "through it")
 
     # -- maintenance ------------------------------------------------------------
     def entries(self) -> list[tuple[Path, int, float]]:

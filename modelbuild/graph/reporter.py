@@ -162,10 +162,7 @@ class ModelbuildReporter(ConsoleReporter):
             uploads = f", {counts['upload']} uploaded" if counts["upload"] else ""
             self.console.print(f"  cache: {counts['hit']} hits{remote}, {counts['miss']} misses"
                                f"{uploads}")
-        for entry, remote, why in events.corrupt_entries(self.project, os.getpid()):
-            where = "remote cache entry" if remote else "cache entry"
-            self.console.print(f"  [yellow]warning[/yellow]: {where} {escape(entry)} was "
-                               f"{why}; it was not used")
+        self._refused(events.refused_entries(self.project, os.getpid()))
         slow = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:3]
         if slow and sum(self.ran.values()) > 3:
             self.console.print("  slowest: " + ", ".join(f"{n} {s:.2f} s" for n, s in slow))
@@ -174,6 +171,31 @@ class ModelbuildReporter(ConsoleReporter):
             self.console.print(f"  [red]failed[/red] {escape(result['task'].name)}: "
                                f"{escape(first[0])}")
         sys.stdout.flush()
+
+
+    def _refused(self, refused: list[tuple[str, str, str]]) -> None:
+        """A line per cache entry not used; one line for all those refused for their
+        signature, when there are several (a changed public key refuses every one)."""
+        untrusted = Counter(why for _, _, why in refused if why in events.UNTRUSTED)
+        said = set()
+        for entry, where, why in refused:
+            if untrusted[why] > 1:
+                if why not in said:
+                    said.add(why)
+                    places = {w for _, w, y in refused if y == why}
+                    self.console.print(f"  [yellow]warning[/yellow]: {untrusted[why]} "
+                                       f"{_ENTRIES[places.pop() if len(places) == 1 else None]} "
+                                       f"were {why}; none was used")
+                continue
+            self.console.print(f"  [yellow]warning[/yellow]: {_ENTRY[where].format(escape(entry))} "
+                               f"was {why}; it was not used")
+
+
+_ENTRY = {events.LOCAL_COPY: "cache entry {}", events.REMOTE_ENTRY: "remote cache entry {}",
+          events.BOTH: "cache entry {} (here and in the remote cache)"}
+_ENTRIES = {events.LOCAL_COPY: "cache entries", events.REMOTE_ENTRY: "remote cache entries",
+            events.BOTH: "cache entries (here and in the remote cache)",
+            None: "cache entries (here or in the remote cache)"}
 
 
 class WatchReporter(ModelbuildReporter):
