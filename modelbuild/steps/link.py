@@ -3,7 +3,7 @@
 How is the target entry's ``link`` hook (targets.py): for CPU targets a plain
 system-linker call over objects; no target imports TVM here. The library is
 written to a temporary file and renamed, so the last good library survives a
-failed link. A disk without room
+failed link; those a killed link left are removed by the next. A disk without room
 for the library is said as partition and lower say it (the system's reason, the hint),
 not in the linker's words.
 """
@@ -22,6 +22,10 @@ NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device", as ld says it
 
 
 def run(artifacts: list[Path], graph_files: list[Path], out: Path, target_spec: TargetSpec) -> None:
+    # a killed link's (SIGKILL, power loss): this run holds the model's build lock
+    # (graph/build_lock.py), so no other link of it is writing one
+    for left in atomic.temp_files_of(out, suffix=".so"):
+        left.unlink(missing_ok=True)
     tmp = atomic.temp_path_for(out, suffix=".so")
     try:
         try:
