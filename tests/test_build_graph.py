@@ -379,6 +379,37 @@ def test_a_killed_parallel_run_gives_its_lock_back(tmp_path):
     assert project.doit("build:tiny").ran  # and the next run builds
 
 
+@pytest.mark.slow
+def test_a_link_killed_leaves_a_temporary_library_the_next_build_removes(tiny_copy, tmp_path):
+    """A SIGKILL during link left build/tiny/.tiny.so.<random>.so, and every rebuild kept
+    it. The next link removes its own, and only its own: files of other names stay."""
+    import signal
+
+    folder = tiny_copy.library("tiny").parent
+    tiny_copy.library("tiny").unlink()
+    linking = tmp_path / "linking"
+    env = held_env(tmp_path / "site", "modelbuild.targets.toolchain", "link_shared", linking)
+    run = subprocess.Popen([sys.executable, "-m", "doit", "build:tiny"], cwd=tiny_copy.root,
+                           env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not linking.exists():
+            assert run.poll() is None and time.monotonic() < deadline, "no link started"
+            time.sleep(0.01)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    (left,) = folder.glob(".tiny.so.*.so")
+    others = [".tiny.so.notes", ".tiny.so.keep.so", ".tiny.so.stamp.abcdefgh.tmp", "x.so"]
+    for name in others:
+        (folder / name).write_text("not the link's")
+
+    assert "link:tiny" in tiny_copy.doit("build:tiny").ran
+    assert not left.exists()
+    assert all((folder / name).read_text() == "not the link's" for name in others)
+
+
 @pytest.mark.parametrize("in_place", ["folder", "link"])
 def test_something_in_the_lock_s_place_is_said_once_and_left_as_it_is(tiny_copy, tmp_path,
                                                                       in_place):

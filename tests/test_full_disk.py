@@ -92,6 +92,10 @@ def test_a_disk_full_at_link_time_keeps_the_objects_and_the_next_run_relinks(sma
 
     assert full.returncode == 1, full
     assert "No space left on device" in full.output, full
+    # as partition and lower say it: one line and the hint, not the linker's lines
+    assert "error: No space left on device: build/tiny/tiny.so" in full.output, full
+    assert "hint: free space on that disk" in full.output, full
+    assert "linking build/tiny/tiny.so failed" not in full.output and "\ncommand: " not in full.output, full
     # doit could not record the failed link: its state file goes, said once, no traceback
     assert "warning: doit could not save" in full.stderr, full
     assert not any(text in full.output for text in NOT_SHOWN), full

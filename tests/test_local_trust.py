@@ -154,6 +154,17 @@ def test_doit_clean_removes_outputs_and_stamps(tiny_copy):
     _assert_matches_onnxruntime(tiny_copy)
 
 
+def test_doit_clean_of_partition_removes_its_memo_too(tiny_copy):
+    """build/<model>/partition.checked (the digests of partition's files as last verified)
+    was left behind by `doit clean`."""
+    build = tiny_copy.root / "build" / "tiny"
+    assert (build / "partition.checked").is_file()
+    run = tiny_copy.doit("clean", "partition:tiny")
+    assert not (build / "partition.checked").exists()
+    assert "removing file 'build/tiny/partition.checked'" in run.output
+    assert not (build / "partition" / "manifest.msgpack").exists()
+
+
 def test_a_damaged_doit_state_file_is_set_aside_with_one_warning(tiny_copy):
     db = tiny_copy.root / "build" / ".doit.db"
     db.write_bytes(os.urandom(4096))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -17,6 +18,22 @@ def temp_path_for(path: Path, suffix: str = ".tmp") -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     return Path(name)
+
+
+_RANDOM = re.compile(r"[a-z0-9_]{8}")  # the part of a name mkstemp makes up
+
+
+def temp_files_of(path: Path, suffix: str = ".tmp") -> list[Path]:
+    """The temporary files beside ``path`` that ``temp_path_for(path, suffix)`` made and
+    nobody removed (a killed writer's, or one still being written): its name's pattern
+    exactly, so no other file's (another output's, the user's)."""
+    prefix = f".{path.name}."
+    try:
+        names = [p.name for p in path.parent.iterdir()]
+    except OSError:
+        return []
+    return [path.parent / n for n in names if n.startswith(prefix) and n.endswith(suffix)
+            and _RANDOM.fullmatch(n[len(prefix):len(n) - len(suffix)])]
 
 
 def in_flight(path: Path) -> bool:

@@ -44,6 +44,19 @@ def no_workload(model: str, names, hint: str | None = None) -> BuildError:
                       hint=hint or f"`python -m modelbuild inspect {model}` lists them")
 
 
+SHOWN_MAX = 80  # characters of a name from a file (a cache entry, a manifest) a message shows
+
+
+def shown(name) -> str:
+    """``name`` as a message shows a name read from a file another may have written: as repr
+    writes it (quoted, escaped: a NUL, an escape sequence or a newline is never printed
+    raw), and when long, its start and length (a 100 KB name is not echoed whole)."""
+    text = repr(name)
+    if len(text) <= SHOWN_MAX:
+        return text
+    return f"{text[:SHOWN_MAX]}... ({len(name) if isinstance(name, str) else len(text)} characters)"
+
+
 def summarize(err: BaseException, limit: int = 6) -> str:
     """The part of an exception a user needs, TVM's included: what failed and TVM's reason.
 

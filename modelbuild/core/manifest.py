@@ -12,6 +12,7 @@ from pathlib import Path
 import msgpack
 
 from . import atomic, regular_file
+from .errors import shown
 
 FORMAT = 4  # 2: operators (provenance); 3: external data files, outputs, calls per workload;
 # 4: the workloads changing the layout
@@ -35,27 +36,79 @@ def short_name(name: str) -> str:
 
 def plain_name(name) -> bool:
     """Whether ``name`` can name a file inside one folder and nothing else: a non-empty
-    string without a path separator, ``..``, a drive colon or a leading dot (workload and
-    graph object names; a manifest from a cache or a hand edit could hold anything)."""
+    string of printable characters without a path separator, ``..``, a drive colon or a
+    leading dot (workload and graph object names; a manifest from a cache or a hand edit
+    could hold anything, and names are printed: no control character, no NUL)."""
     return (isinstance(name, str) and 0 < len(name) <= 200 and name[0] not in ".-~"
-            and not any(c in name for c in "/\\:\0") and ".." not in name)
+            and name.isprintable() and not any(c in name for c in "/\\:")
+            and ".." not in name)
 
 
-def _plain(names, what: str) -> None:
-    bad = [n for n in names if not plain_name(n)]
+def workload_name(name) -> bool:
+    """Whether ``name`` can be a workload's: an identifier (as TVM names a fused function,
+    and as the build's paths take it: core/paths.plain) no longer than partition makes one
+    (``short_name``)."""
+    return isinstance(name, str) and name.isidentifier() and len(name) <= WORKLOAD_NAME_MAX
+
+
+def _refuse(names, ok, what: str) -> None:
+    bad = [n for n in names if not ok(n)]
     if bad:
-        raise ValueError(f"manifest names a {what} that is not a plain name: {bad[0]!r}")
+        raise ValueError(f"manifest names a {what} partition does not make: {shown(bad[0])}")
 
 
 def _check(man: "Manifest") -> "Manifest":
-    """``man`` when every name in it stays inside the model's build folder, else ValueError."""
-    _plain([w.name for w in man.workloads], "workload")
-    _plain(man.graph_objects, "graph object")
+    """``man`` when every name in it is one partition makes and stays inside the model's
+    build folder, else ValueError."""
+    _refuse([man.model], lambda n: n.isprintable() and 0 < len(n) <= 255, "model")
+    _refuse([w.name for w in man.workloads], workload_name, "workload")
+    _refuse(man.graph_objects, plain_name, "graph object")
     for path, _, _ in man.outputs:
-        folder, _, name = path.partition("/") if isinstance(path, str) else ("", "", "")
+        folder, _, name = path.partition("/")
         if folder not in OUTPUT_DIRS or not plain_name(name):
-            raise ValueError(f"manifest lists an output outside partition's folders: {path!r}")
+            raise ValueError(f"manifest lists an output outside partition's folders: "
+                             f"{shown(path)}")
     return man
+
+
+# The type of each field as partition writes it: a type, [shape] a list of any length of
+# that shape, (shapes) a list of exactly those; int: a count or size (no bool, none < 0);
+# OPTIONAL_STR: a string or None. Anything else is refused, never converted.
+OPTIONAL_STR = "str or none"
+_FIELDS = {
+    "model": str,
+    "workloads": [(str, str, int)],  # name, hash, calls
+    "graph_objects": [str],
+    "inputs": [(str, [int], str)],  # name, shape, dtype
+    "operators": [(str, str, OPTIONAL_STR, str, [str])],  # name, type, workload, note, also
+    "provenance_error": str,
+    "external_data": [str],
+    "outputs": [(str, int, str)],  # path, size, sha256
+    "layout_changes": [(str, str)],
+}
+
+
+def _typed(value, shape) -> bool:
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(_typed(v, shape[0]) for v in value)
+    if isinstance(shape, tuple):
+        return (isinstance(value, list) and len(value) == len(shape)
+                and all(map(_typed, value, shape)))
+    if shape is int:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if shape == OPTIONAL_STR:
+        return value is None or isinstance(value, str)
+    return isinstance(value, shape)
+
+
+def _fields(raw: dict) -> dict:
+    """The fields of a manifest map, each of the type partition writes, else ValueError."""
+    for name, shape in _FIELDS.items():
+        if name not in raw:
+            raise ValueError(f"manifest without its {name}")
+        if not _typed(raw[name], shape):
+            raise ValueError(f"manifest's {name} is not of the types partition writes")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -130,20 +183,19 @@ class Manifest:
         if not isinstance(raw, dict):
             raise ValueError(f"a manifest is a map, not {type(raw).__name__}")
         if raw.get("format") != FORMAT:
-            raise ValueError(f"manifest format {raw.get('format')} != {FORMAT}")
-        if not isinstance(raw.get("model"), str):
-            raise ValueError("manifest without a model name")
+            raise ValueError(f"manifest format {shown(raw.get('format'))} != {FORMAT}")
+        raw = _fields(raw)
         return _check(cls(
             model=raw["model"],
-            workloads=tuple(Workload(n, h, int(c)) for n, h, c in raw["workloads"]),
+            workloads=tuple(Workload(n, h, c) for n, h, c in raw["workloads"]),
             graph_objects=tuple(raw["graph_objects"]),
             inputs=tuple((n, tuple(s), d) for n, s, d in raw["inputs"]),
             operators=tuple(Operator(n, t, w, note, tuple(also))
                             for n, t, w, note, also in raw["operators"]),
             provenance_error=raw["provenance_error"],
             external_data=tuple(raw["external_data"]),
-            outputs=tuple((p, int(n), d) for p, n, d in raw["outputs"]),
-            layout_changes=tuple((str(w), str(o)) for w, o in raw["layout_changes"]),
+            outputs=tuple((p, n, d) for p, n, d in raw["outputs"]),
+            layout_changes=tuple((w, o) for w, o in raw["layout_changes"]),
         ))
 
 

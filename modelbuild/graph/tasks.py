@@ -110,7 +110,8 @@ def partition_task(ctx: Context, spec: ModelSpec) -> Task:
         actions=[(step, [cached.build, run, spec, paths, ctx.target])],
         targets=[str(paths.manifest), *map(str, outputs)],
         uptodate=[*_locked(ctx, spec.name), Uptodate(cached, restore=not ctx.query)],
-        clean=[_held(ctx, spec.name), _clean_with_stamp],
+        clean=[_held(ctx, spec.name), _clean_with_stamp,  # and the memo of its files' digests
+               (_remove_outputs, [[str(paths.partition_checked)], f"partition:{spec.name}"])],
     )
 
 
