@@ -47,6 +47,7 @@ def _constant_calls(func) -> tuple[dict, list]:
 
     constants: dict = {}
     calls: list = []
+    computed: set = set()
     body = func.body
     for block in body.blocks if isinstance(body, relax.SeqExpr) else ():
         if not isinstance(block, relax.DataflowBlock):
@@ -58,8 +59,9 @@ def _constant_calls(func) -> tuple[dict, list]:
             if _is_constant(value):
                 constants[var] = value
             elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and \
-                    _known(value, constants, {v for v, _ in calls}):
+                    _known(value, constants, computed):
                 calls.append((var, value))
+                computed.add(var)
     return constants, calls
 
 
