@@ -155,3 +155,19 @@ def repeated_conv_model(seed: int = 0, once_kernel: int = 1) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     onnx.checker.check_model(model)
     return model
+
+
+def node_test(module: str, name: str):
+    """ONNX's node test ``name`` (``test_slice_default_steps``: one operator, its inputs and
+    expected outputs), made by the onnx package's case module ``module`` (``slice``) of
+    ``onnx/backend/test/case/node``, as ONNX makes its test data: (model, inputs, outputs).
+    Only that module is imported (collect_testcases imports all 200, 15 s); its cases
+    land in the package's list."""
+    import importlib
+
+    from onnx.backend.test.case import node
+
+    importlib.import_module(f"onnx.backend.test.case.node.{module}")
+    case = next(c for c in node._NodeTestCases if c.name == name)
+    inputs, outputs = case.data_sets[0]
+    return case.model, list(inputs), list(outputs)

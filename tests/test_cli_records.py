@@ -355,3 +355,41 @@ def test_a_hand_edited_database_line_is_named_not_replayed(tuned, tmp_path, muta
     assert proc.returncode == 1 and said in proc.stderr, proc
     assert "internal error" not in proc.stderr and "Segfault" not in proc.stderr, proc
     assert snapshot(work.root / "schedules") == before
+
+
+def _standard_flow_database(project, model, work_dir):
+    """A MetaSchedule database as TVM's standard flow makes one: the tasks of the zero
+    pipeline's module (extract_tasks; NCHW workloads), each with a record."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Schedule
+
+    from modelbuild.core import models
+    from modelbuild.steps import onnx_import
+
+    target = tvm.target.Target({"kind": "llvm"})
+    with target:
+        mod = relax.get_pipeline("zero")(
+            onnx_import.import_model(models.discover(project.root / "models")[model]))
+    work_dir.mkdir()
+    db = ms.database.JSONDatabase(work_dir=str(work_dir))
+    for task in ms.relax_integration.extract_tasks(mod, target):
+        workload = db.commit_workload(task.dispatched[0])
+        db.commit_tuning_record(ms.database.TuningRecord(
+            Schedule(task.dispatched[0]).trace, workload, [1e-3], target))
+
+
+@pytest.mark.slow
+def test_import_of_an_nchw_database_into_an_nchwc_model_says_to_declare_nchw(tmp_path):
+    """It said only `unmatched: not in the model: main (hash ...)`."""
+    project = make_project(tmp_path / "p", {"tiny": tiny_model()})
+    _standard_flow_database(project, "tiny", tmp_path / "db")
+    out = cli(project, "import", "tiny", str(tmp_path / "db")).stdout
+    assert "matched 0, unmatched 3" in out, out
+    assert ("note: tiny builds NCHWc; 3 of the 3 unmatched workloads are tiny's in NCHW (as "
+            "TVM's standard flow tunes them): to use this database, write models/tiny.toml: "
+            'onnx = "tiny.onnx" and layout = "NCHW", then import again') in " ".join(out.split())
+    (project.root / "models" / "tiny.toml").write_text('onnx = "tiny.onnx"\nlayout = "NCHW"\n')
+    out = cli(project, "import", "tiny", str(tmp_path / "db")).stdout
+    assert "unmatched 0" in out and "note:" not in out, out

@@ -9,6 +9,8 @@ from pathlib import Path
 from ..graph import build_lock
 from ..schedules.timing import KEEP_MARGIN
 from . import options
+from .layout_note import nchw_note
+from .output import console
 from .tune import print_import
 from .workspace import resolve_model
 
@@ -43,5 +45,9 @@ def run(args) -> int:
                                   keep_if_faster=spec if args.keep_if_faster else None,
                                   variant_funcs=ws.partitioned().variant_functions(),
                                   validated=True)
-    print_import(report, args.work_dir, args.json)
+    note = nchw_note(project.models_dir, args.model, ws.spec, Path(args.work_dir), funcs,
+                     len(report.unmatched)) if report.unmatched else None
+    print_import(report, args.work_dir, args.json, extra={"note": note} if note else None)
+    if note and not args.json:
+        console.print(note, markup=False, highlight=False)
     return 0

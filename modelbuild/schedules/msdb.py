@@ -174,6 +174,12 @@ def _know(db, func, matched: set) -> None:
         matched.add(tvm_ffi.structural_hash(workload.mod))
 
 
+def known(work_dir: Path, funcs: dict) -> list[str]:
+    """The names of ``funcs`` (name -> TIR) whose workload the database has."""
+    db = _open(work_dir, validated=True)
+    return [name for name, func in funcs.items() if _workload(db, func) is not None]
+
+
 def _pick(db, candidates: list, matched: set):
     """(compute, func, tuning record) of the fastest record the database has for one of a
     workload's computes (``candidates``: (compute, func), direct first: it wins ties);

@@ -1,12 +1,14 @@
 """Constants folded before fusion, in numpy: a ``broadcast_to`` of a constant (the weights
 of some models until then) and the arithmetic and data movement on constants (a decomposed
 BatchNorm's, the weights' layouts), which TVM's FoldConstant would compile operator by
-operator; what numpy would not compute exactly as TVM does is left to FoldConstant."""
+operator; what numpy would not compute exactly as TVM does is left to TVM, given only the
+calls on constants (constant_calls.py)."""
 
 from __future__ import annotations
 
 import functools
 
+from .constant_calls import fold_constant_calls
 from .numpy_layout import map_layout
 from .rewrite_pass import function_pass, static_shape
 
@@ -136,14 +138,15 @@ def _array(constant):
 
 
 def fold_constants():
-    """Constants folded in numpy, then TVM's FoldConstant for what numpy left."""
+    """Constants folded in numpy, then by TVM what numpy left (constant_calls.py: not
+    TVM's FoldConstant over the graph, which before LegalizeOps breaks some graphs)."""
     import tvm
     from tvm import relax
 
-    t = relax.transform
     return tvm.transform.Sequential([
-        function_pass("FoldInNumpy", _constant_folder_class, t.DeadCodeElimination()),
-        t.FoldConstant()])
+        function_pass("FoldInNumpy", _constant_folder_class,
+                      relax.transform.DeadCodeElimination()),
+        fold_constant_calls()])
 
 
 def fold_broadcasts():

@@ -29,12 +29,14 @@ def pipeline(block: int | None) -> list:
     passes = {
         "FoldWeights": constant_folding.fold_broadcasts(),
         # BatchNorm after a conv into its weights (the arithmetic on constants it leaves is
-        # folded after LegalizeOps); the others as element-wise arithmetic
+        # folded next); the others as element-wise arithmetic
         "FoldBatchnormToConv2D": tvm.transform.Sequential(
             [as_pass(fold_batchnorm, "FoldBatchnormToConv2D"), t.DecomposeOpsForInference()]),
-        # blocked: constants folded first, as ConvertLayout wants (else it crashes); a stage
-        # of its own, so that provenance lines up the bindings ConvertLayout remakes in order
-        "SimplifyGraph": simplify_graph() if block is None else tvm.transform.Sequential(
+        # constants folded in numpy before LegalizeOps, in every layout: as ConvertLayout
+        # wants them (else it crashes), and FoldConstant after LegalizeOps would compile
+        # each operator of the arithmetic (shufflenet NCHW: 25 s); a stage of its own, so
+        # that provenance lines up the bindings ConvertLayout remakes in order
+        "SimplifyGraph": tvm.transform.Sequential(
             [simplify_graph(), constant_folding.fold_constants()]),
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
             [as_pass(lambda mod: blocked_layout.convert(mod, block, for_convert_layout),

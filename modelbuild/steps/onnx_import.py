@@ -123,7 +123,7 @@ def _import(spec: ModelSpec, traced: bool, source: onnx_files.ModelBytes | None 
         shapes = identifier_input_names(
             model, {**_empty_dimension_shapes(model, spec), **spec.inputs})
         with _importer_tensors() if traced else contextlib.nullcontext({}) as tensors:
-            mod = from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
+            mod = _from_onnx(from_onnx, model, shapes)
     except Exception as err:
         raise BuildError(f"TVM cannot import this ONNX model: {summarize(err)}",
                          file=spec.onnx_path, hint=_import_hint(err, spec)) from None
@@ -132,6 +132,43 @@ def _import(spec: ModelSpec, traced: bool, source: onnx_files.ModelBytes | None 
     from . import provenance
 
     return mod, provenance.onnx_operators(model.graph, tensors), external
+
+
+def _from_onnx(from_onnx, model, shapes: dict):
+    """TVM's import of ``model`` with the input shapes ``shapes``. Where it fails with an
+    empty (0) dimension among them, the import again with each such dimension symbolic,
+    then bound to 0: as tvm.compile builds the model (TVM's importer takes a 0 in the
+    file for a symbolic dimension), its shapes static as partition needs them. Its Trilu
+    with a run-time ``k`` builds ``reshape(arange(0, rows), (rows, 1))``, refused for 0
+    rows ("The type is not populated"), not for symbolic ones."""
+    from tvm import relax
+
+    try:
+        return from_onnx(model, shape_dict=shapes or None, keep_params_in_input=False)
+    except Exception as err:
+        symbolic, zeros = _empty_dimensions_symbolic(shapes)
+        if not zeros:
+            raise
+        try:
+            mod = from_onnx(model, shape_dict=symbolic, keep_params_in_input=False)
+        except Exception:
+            raise err from None  # TVM's reason for the shapes as they are
+    return relax.transform.BindSymbolicVars(zeros)(mod)
+
+
+def _empty_dimensions_symbolic(shapes: dict) -> tuple[dict, dict]:
+    """(``shapes`` with each 0 a symbolic dimension of its own, each of those -> 0)."""
+    from tvm import tirx
+
+    zeros: dict = {}
+    symbolic = {}
+    for name, dims in shapes.items():
+        symbolic[name] = list(dims)
+        for i, dim in enumerate(dims):
+            if dim == 0:
+                symbolic[name][i] = tirx.Var(f"empty{len(zeros)}", "int64")
+                zeros[symbolic[name][i]] = 0
+    return symbolic, zeros
 
 
 def _import_hint(err: Exception, spec: ModelSpec) -> str:
