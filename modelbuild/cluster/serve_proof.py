@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core.digits import is_decimal
+from ..core.lock_holder import pid_in
 from ..core.paths import Project
 
 TOKEN_KEY = "modelbuild-serve-token"
@@ -61,19 +61,10 @@ def check(project: Project, pid: int, when_free: Callable[[], None]) -> str:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return HELD if _pid(fd) == pid else OTHER
+            return HELD if pid_in(fd) == pid else OTHER
         except OSError:
             return UNKNOWN
         when_free()
         return FREE
     finally:
         os.close(fd)  # the lock, when taken to look, goes with it
-
-
-def _pid(fd: int) -> int | None:
-    """The pid the lock's holder wrote in it."""
-    try:
-        text = os.pread(fd, 32, 0).decode().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return int(text) if is_decimal(text) else None

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from ..cluster import serve_proof
-from ..core.digits import is_decimal
+from ..core.lock_holder import pid_in
 from ..core.errors import BuildError
 from ..core.paths import Project
 
@@ -282,20 +282,11 @@ def _holder_pid(path: Path) -> int | None:
     except OSError:
         return None
     try:
-        return _pid(fd)
+        return pid_in(fd)
     finally:
         os.close(fd)
 
 
 def _holder(fd: int) -> str:
-    pid = _pid(fd)
+    pid = pid_in(fd)
     return f" (pid {pid})" if pid is not None else ""
-
-
-def _pid(fd: int) -> int | None:
-    """The pid the lock's holder wrote in it."""
-    try:
-        text = os.pread(fd, 32, 0).decode().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return int(text) if is_decimal(text) else None
