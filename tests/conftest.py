@@ -257,6 +257,16 @@ def tiny_built(tmp_path_factory) -> Project:
 
 
 @pytest.fixture
+def keys(tmp_path):
+    """A key pair from `python -m modelbuild cache keygen`: the folder holding
+    remote-cache.key (CI's, private) and remote-cache.pub."""
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen",
+                           str(tmp_path / "ci-keys")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return tmp_path / "ci-keys"
+
+
+@pytest.fixture
 def tiny_copy(tiny_built, tmp_path) -> Project:
     """A private copy of the built tiny project (build state included)."""
     dest = tmp_path / "proj"

@@ -34,14 +34,6 @@ def _with_public_key(project: Project, keys) -> Project:
     return project
 
 
-@pytest.fixture
-def keys(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "modelbuild", "cache", "keygen",
-                           str(tmp_path / "ci-keys")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return tmp_path / "ci-keys"
-
-
 def _signing_env(remote, keys, mode="read-write"):
     return remote.build_env(mode=mode,
                             MODELBUILD_REMOTE_CACHE_SIGNING_KEY=str(keys / "remote-cache.key"))

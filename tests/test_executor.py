@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, DoitRun, sha256, tiny_conv_workload
+from conftest import REPO, DoitRun, sha256
 
 pytestmark = pytest.mark.slow  # Dask build workers: the full suite only
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from conftest import sha256
-from test_cache_trust import _entry_of, _poison, _signing_env, _with_public_key, keys  # noqa: F401
+from test_cache_trust import _entry_of, _poison, _signing_env, _with_public_key
 from test_remote_cache import _checkout, _file_remote
 
 os.environ.pop("MODELBUILD_REMOTE_CACHE_SIGNING_KEY", None)
