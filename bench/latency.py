@@ -1,9 +1,15 @@
 """End-to-end latency, side by side in one process: onnxruntime against our library in each
 layout (NCHW, channel-blocked NCHWc), with and without the shipped records.
 
-    python bench/latency.py [--model resnet50 ...] [--layout NCHW --layout NCHWc]
+    python bench/latency.py [--model resnet50 ...] [--suite declared|breadth|all]
+                            [--layout NCHW --layout NCHWc]
                             [--runs 20] [--block 5] [--force] [--fma-pipes 2]
                             [--clock-ghz 4.5] [--json bench/results/latency.json]
+
+The declared models (models/*.toml, the onnx package's architectures with their constant
+weights) are the default suite; ``--suite breadth`` measures the models a new user brings
+instead (bench/nets.py: the light zoo architectures the project does not declare, and
+networks written with onnx.helper, all with random weights), ``all`` both.
 
 Each library is built by `doit build:<model> layout=<layout>` in a fresh copy of the
 project (schedules/ emptied for "no records"; "records" only where schedules/<model>
@@ -13,7 +19,11 @@ onnxruntime's intra-op threads). After warm-up, the runners take turns in blocks
 --block runs (the order rotating each round) until each has --runs runs, so a busy
 spell hits all alike; the table has the median, quartiles, the ratio to onnxruntime,
 GFLOP/s (2 x the multiply-adds of the ONNX model's Conv/Gemm/MatMul nodes per run) and
-the share of this machine's peak:
+the share of this machine's peak, the largest difference of each library's outputs
+from onnxruntime's relative to the largest |output| (one run on the same input, before
+the timing), and where the time goes by kind of workload (convolutions, matrix
+products, layout transforms, ...: the per-workload times of `python -m modelbuild bench`,
+summed by kind) and the share of this machine's peak:
 
     peak = physical cores x FMA pipes per core x floats per vector x 2 x clock
 
@@ -42,7 +52,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+import nets  # noqa: E402 - bench/nets.py, beside this script
+
 MODELS = ("resnet50", "densenet121", "inception_v1", "squeezenet")
+SUITES = {"declared": MODELS, "breadth": tuple(nets.BREADTH),
+          "all": MODELS + tuple(nets.BREADTH)}
 QUIET = 0.5
 
 
@@ -61,18 +76,38 @@ def build(root: Path, model: str, *extra: str) -> Path:
 
 
 def project_copy(tmp: Path, name: str, model: str, records: bool) -> Path:
+    """A project with the declared models, and ``model`` when it is one of the breadth
+    suite's (models/<model>.onnx, written once per run: tmp/<model>.onnx)."""
     root = tmp / name
     root.mkdir()
     shutil.copy(REPO / "dodo.py", root)
     shutil.copytree(REPO / "models", root / "models")
+    if model in nets.BREADTH:
+        shutil.copy(onnx_file(tmp, model), root / "models" / f"{model}.onnx")
+        (root / "models" / f"{model}.toml").write_text(f'onnx = "{model}.onnx"\n')
     (root / "schedules").mkdir()
     if records:
         shutil.copytree(REPO / "schedules" / model, root / "schedules" / model)
     return root
 
 
+def onnx_file(tmp: Path, model: str) -> Path:
+    """The ONNX file of ``model``: declared (models/*.toml), or a breadth model written
+    to tmp once."""
+    if model not in nets.BREADTH:
+        from modelbuild.core import models
+
+        return models.discover(REPO / "models")[model].onnx_path
+    path = tmp / f"{model}.onnx"
+    if not path.is_file():
+        import onnx
+
+        onnx.save(nets.make(model), str(path))
+    return path
+
+
 def has_records(model: str) -> bool:
-    return any((REPO / "schedules" / model).glob("*.json"))
+    return model not in nets.BREADTH and any((REPO / "schedules" / model).glob("*.json"))
 
 
 def model_flops(path: Path) -> float:
@@ -132,6 +167,53 @@ def library_runner(path: Path, inputs):
     return lambda: vm["main"](*args)
 
 
+def arrays(result) -> list:
+    """A runner's outputs as numpy arrays, flattened (a tuple of tensors, or one)."""
+    import numpy as np
+
+    if isinstance(result, (list, tuple)) or type(result).__name__ in ("Array", "ArrayObj"):
+        return [a for r in result for a in arrays(r)]
+    return [result.numpy() if hasattr(result, "numpy") else np.asarray(result)]
+
+
+def output_error(reference: list, got: list) -> float:
+    """The largest |difference| of the outputs relative to the largest |reference output|."""
+    import numpy as np
+
+    if len(reference) != len(got):
+        return float("inf")
+    scale = max(float(np.max(np.abs(r))) for r in reference) or 1.0
+    return max(float(np.max(np.abs(np.asarray(g, dtype=np.float64) - r))) if r.size else 0.0
+               for r, g in zip(reference, got)) / scale
+
+
+KINDS = (("conv2d_NCHWc", "convolution, blocked"), ("depthwise", "convolution, depthwise"),
+         ("conv2d", "convolution, NCHW"), ("matmul", "matrix product"),
+         ("dense", "matrix product"), ("batch_matmul", "matrix product"),
+         ("layout_transform", "layout transform"), ("softmax", "softmax"),
+         ("layer_norm", "layer norm"), ("pool", "pooling"), ("mean", "pooling"))
+
+
+def kind_of(workload: str) -> str:
+    for part, kind in KINDS:
+        if part in workload:
+            return kind
+    return "other"
+
+
+def shares_by_kind(library: Path, model: str) -> dict[str, float]:
+    """Where the library's time goes: the share of its latency by kind of workload."""
+    from modelbuild.core import manifest
+    from modelbuild.measure import benchmark
+
+    man = manifest.read(library.parent / "partition" / "manifest.msgpack")
+    result = benchmark.measure(library, man, model=model, target="llvm", runs=5, warmup=1)
+    shares: dict[str, float] = {}
+    for name, row in result["workloads"].items():
+        shares[kind_of(name)] = shares.get(kind_of(name), 0.0) + row["share"]
+    return {k: round(v, 3) for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v}
+
+
 def spread(samples: list[float]) -> dict:
     ms = sorted(s * 1e3 for s in samples)
     q1, _, q3 = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else (ms[0],) * 3
@@ -170,37 +252,52 @@ def alternate(runners: dict, runs: int, block: int, warmup: int) -> dict[str, li
 def measure_model(model: str, args, tmp: Path, threads: int, peak: float) -> dict:
     import numpy as np
 
-    from modelbuild.core import manifest, models
+    from modelbuild.core import manifest
 
-    onnx_path = models.discover(REPO / "models")[model].onnx_path
+    onnx_path = onnx_file(tmp, model)
     libs = libraries(tmp, model, args.layout)
     man = manifest.read(next(iter(libs.values())).parent / "partition" / "manifest.msgpack")
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(shape).astype(dtype) for _, shape, dtype in man.inputs]
     runners = {"onnxruntime": onnx_runner(onnx_path, inputs, threads)}
     runners.update({label: library_runner(path, inputs) for label, path in libs.items()})
+    reference = arrays(runners["onnxruntime"]())
+    errors = {label: output_error(reference, arrays(run())) for label, run in runners.items()}
     samples = alternate(runners, args.runs, args.block, args.warmup)
     flops = model_flops(onnx_path)
     results = {label: spread(s) for label, s in samples.items()}
     base = results["onnxruntime"]["median"]
-    for r in results.values():
+    for label, r in results.items():
         r["ratio_to_onnxruntime"] = round(r["median"] / base, 3)
         r["gflops"] = round(flops / (r["median"] * 1e-3) / 1e9, 1)
         r["percent_of_peak"] = round(100 * r["gflops"] / peak, 1) if peak else None
-    return {"gflop_per_run": round(flops / 1e9, 3), "results": results}
+        r["output_error"] = float(f"{errors[label]:.2e}")
+        if label in libs:
+            r["share_by_kind"] = shares_by_kind(libs[label], model)
+    return {"gflop_per_run": round(flops / 1e9, 3), "results": results,
+            "load_average": os.getloadavg()}
 
 
 def print_table(model: str, data: dict) -> None:
-    print(f"\n{model} ({data['gflop_per_run']} GFLOP per run)")
-    print(f"{'':36} {'median ms':>10} {'q1':>8} {'q3':>8} {'÷ ort':>7} {'GFLOP/s':>8} {'% peak':>7}")
+    print(f"\n{model} ({data['gflop_per_run']} GFLOP per run; load average "
+          f"{data['load_average'][0]:.2f} after)")
+    print(f"{'':36} {'median ms':>10} {'q1':>8} {'q3':>8} {'÷ ort':>7} {'GFLOP/s':>8} "
+          f"{'% peak':>7} {'error':>8}")
     for label, r in data["results"].items():
         print(f"{label:36} {r['median']:10.1f} {r['q1']:8.1f} {r['q3']:8.1f} "
-              f"{r['ratio_to_onnxruntime']:7.2f} {r['gflops']:8.1f} {r['percent_of_peak'] or 0:7.1f}")
+              f"{r['ratio_to_onnxruntime']:7.2f} {r['gflops']:8.1f} {r['percent_of_peak'] or 0:7.1f}"
+              f" {r['output_error']:8.1e}")
+    for label, r in data["results"].items():
+        if r.get("share_by_kind"):
+            shown = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["share_by_kind"].items())
+            print(f"  {label}: {shown}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", action="append", choices=MODELS)
+    parser.add_argument("--model", action="append", choices=SUITES["all"])
+    parser.add_argument("--suite", choices=tuple(SUITES), default="declared",
+                        help="the models measured when no --model is given")
     parser.add_argument("--layout", action="append", choices=("NCHW", "NCHWc"))
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--block", type=int, default=5)
@@ -210,7 +307,8 @@ def main() -> None:
     parser.add_argument("--force", action="store_true", help="measure on a loaded machine")
     parser.add_argument("--json", default=str(REPO / "bench" / "results" / "latency.json"))
     args = parser.parse_args()
-    args.model, args.layout = args.model or list(MODELS), args.layout or ["NCHW", "NCHWc"]
+    args.model = args.model or list(SUITES[args.suite])
+    args.layout = args.layout or ["NCHW", "NCHWc"]
     load = os.getloadavg()
     if load[0] > QUIET:
         print(f"the 1-minute load average is {load[0]:.2f} (> {QUIET}): other work distorts "
