@@ -138,3 +138,36 @@ def test_records_of_depthwise_and_grouped_workloads_rebuild_them_and_equal_tvm_c
     ours = run_library(project.library("sep"), x)
     assert_close(ours, reference_output(project, "sep", x))
     assert_close(ours, onnx_output(project.root, "sep", x), rel=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
+def test_a_grouped_convolution_left_nchw_keeps_each_vector_in_one_group(tmp_path, layout):
+    """ShuffleNet's 1x1 convolutions in 4 groups of 34 or 68 channels stay NCHW (no block
+    divides their groups); the NCHW rule's vectors of 8 output channels then straddled two
+    groups, a gather per multiply-add (about 1 GFLOP/s). A vector now holds one group's
+    channels: 4 of a group of 12."""
+    import tvm
+
+    from modelbuild.targets import cpu_schedule, registry
+
+    rng = np.random.default_rng(4)
+    w = onnx.numpy_helper.from_array(
+        (rng.standard_normal((48, 12, 1, 1)) * 0.3).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], group=4),
+         helper.make_node("Relu", ["c"], ["y"])],
+        "grouped", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 48, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48, 7, 7])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    project = make_project(tmp_path / "p", {"g": model})
+    project.doit("build:g", f"layout={layout}")
+    conv = next(n for n in _workloads(project, "g") if "conv2d" in n)
+    func = tvm.ir.load_json(project.workload_file("g", conv).read_text())
+    scheduled = cpu_schedule.default_schedule(func, conv, tvm.target.Target(
+        registry.resolve("llvm").tvm_target)).script()
+    assert "T.vectorized(T.int64(4))" in scheduled and "T.vectorized(T.int64(8))" not in \
+        scheduled, scheduled
+    x = model_inputs(project.root, "g")
+    assert_close(run_library(project.library("g"), x), onnx_output(project.root, "g", x),
+                 rel=1e-4)
