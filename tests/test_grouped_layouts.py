@@ -171,3 +171,24 @@ def test_a_grouped_convolution_left_nchw_keeps_each_vector_in_one_group(tmp_path
     x = model_inputs(project.root, "g")
     assert_close(run_library(project.library("g"), x), onnx_output(project.root, "g", x),
                  rel=1e-4)
+
+
+_CLIP_CASES = ("clip", "clip_example", "clip_inbounds", "clip_outbounds", "clip_splitbounds",
+               "clip_min_greater_than_max", "clip_default_min", "clip_default_max",
+               "clip_default_inbounds", "clip_default_int8_min", "clip_default_int8_max")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["NCHW", "NCHWc"])
+def test_onnx_clip_node_tests_give_their_outputs_in_every_layout(tmp_path, layout):
+    """ONNX's Clip node tests (bounds as run-time inputs, one bound, none, int8, min above
+    max), now that partition writes Clip as Relax maximum / minimum."""
+    from onnx_models import node_test
+
+    cases = {name: node_test("clip", f"test_{name}") for name in _CLIP_CASES}
+    project = make_project(tmp_path / "p", {n: model for n, (model, _, _) in cases.items()})
+    run = project.doit(*(f"build:{n}" for n in cases), f"layout={layout}", check=False)
+    assert run.returncode == 0 and "error" not in run.output, run.output
+    for name, (_, inputs, (expected,)) in cases.items():
+        out = run_library(project.library(name), inputs)
+        assert out.dtype == expected.dtype and np.array_equal(out, expected), name
