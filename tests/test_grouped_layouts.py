@@ -192,3 +192,33 @@ def test_onnx_clip_node_tests_give_their_outputs_in_every_layout(tmp_path, layou
     for name, (_, inputs, (expected,)) in cases.items():
         out = run_library(project.library(name), inputs)
         assert out.dtype == expected.dtype and np.array_equal(out, expected), name
+
+
+def _odd_depthwise_model() -> onnx.ModelProto:
+    """A 5x3 depthwise convolution of 48 channels, stride (2, 1), dilation (2, 1), padding
+    (top 3, left 1, bottom 1, right 2), then a grouped 3x3 convolution in 3 groups of 16,
+    stride 2, padding 1, on a 13x10 image."""
+    rng = np.random.default_rng(9)
+    inits = [onnx.numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (48, 1, 5, 3)), ("w2", (48, 16, 3, 3)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], group=48, strides=[2, 1],
+                              dilations=[2, 1], pads=[3, 1, 1, 2]),
+             helper.make_node("Conv", ["c", "w2"], ["y"], group=3, strides=[2, 2],
+                              pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "odd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 48, 13, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.slow
+def test_a_dilated_strided_asymmetrically_padded_depthwise_convolution_matches(tmp_path):
+    project = make_project(tmp_path / "p", {"odd": _odd_depthwise_model()})
+    project.doit("build:odd")
+    names = _workloads(project, "odd")
+    assert any(n.startswith("depthwise_conv2d_NCHWc") or n.startswith(
+        "fused_depthwise_conv2d_NCHWc") for n in names), names
+    assert any("group_conv2d_NCHWc" in n for n in names), names
+    x = model_inputs(project.root, "odd")
+    assert_close(run_library(project.library("odd"), x), onnx_output(project.root, "odd", x),
+                 rel=1e-4)
