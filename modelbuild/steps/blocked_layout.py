@@ -8,13 +8,19 @@ operator that cannot take the layout stays NCHW with a ``layout_transform`` on e
 side. Weights are transformed once, at build time (partition folds the transforms of
 constants).
 
+Depthwise and grouped convolutions are blocked too where their groups' channels allow
+(blocked_grouped.py: the channel block as the vector), with no layout change around them.
+
 TVM's ``LegalizeOps`` refuses blocked conv2d; ``legalize_map`` gives it
-``topi.nn.conv2d_NCHWc`` (a grouped one: back to NCHW around TOPI's own conv).
+``topi.nn.conv2d_NCHWc``, blocked_grouped's computes for depthwise and grouped ones (any
+other grouped one: back to NCHW around TOPI's own conv).
 """
 
 from __future__ import annotations
 
 import re
+
+from . import blocked_grouped
 
 _BLOCKED = re.compile(r"^NCHW(\d+)c$")
 
@@ -35,8 +41,14 @@ def convert(mod, block: int, prepare=lambda mod: mod):
     desired = {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
 
     def per_call(call):
-        """Each convolution's own blocks (see blocks); ``desired`` for the others."""
-        blocks_ = blocks(call, block) if call.op.name == "relax.nn.conv2d" else None
+        """Each convolution's own blocks (see blocks), a depthwise or grouped one's
+        (blocked_grouped.layouts); ``desired`` for the others."""
+        if call.op.name != "relax.nn.conv2d":
+            return desired
+        grouped = blocked_grouped.layouts(call, block)
+        if grouped is not None:
+            return {"relax.nn.conv2d": grouped}
+        blocks_ = blocks(call, block)
         if blocks_ is None:
             return desired
         inner, outer = blocks_
@@ -137,6 +149,15 @@ def _conv2d(bb, call, block: int):
         return bb.call_te(topi.nn.conv2d_NCHWc, call.args[0], call.args[1], attrs.strides,
                           attrs.padding, attrs.dilation, str(attrs.data_layout),
                           str(attrs.out_layout), out_dtype, primfunc_name_hint="conv2d_NCHWc")
+    kernel_shape = [int(d) for d in call.args[1].ty.shape]
+    for test, compute, name in ((blocked_grouped.is_depthwise, blocked_grouped.depthwise,
+                                 "depthwise_conv2d_NCHWc"),
+                                (blocked_grouped.is_grouped, blocked_grouped.grouped,
+                                 "group_conv2d_NCHWc")):
+        if test(attrs, kernel_shape):
+            return bb.call_te(lambda data, kernel, compute=compute:
+                              compute(data, kernel, attrs, out_dtype),
+                              call.args[0], call.args[1], primfunc_name_hint=name)
 
     # TOPI's generic conv takes its padding as a Python list or tuple, not an ffi Array
     # ("Unknown padding option (2, 2, 2, 2)": AlexNet's grouped convolutions)

@@ -7,7 +7,11 @@
 - ``dropout(x)[0]`` becomes ``x`` (inference);
 - a constant operand of an element-wise add/subtract/multiply/divide gets the rank of the
   other operand (``(C, 1, 1)`` -> ``(1, C, 1, 1)``; what TVM's ConvertLayout needs to carry
-  a channel-blocked layout through a decomposed BatchNorm).
+  a channel-blocked layout through a decomposed BatchNorm);
+- ONNX ``Clip`` (ReLU6), which TVM imports as ``call_tir`` of TOPI's maximum and minimum
+  with a scalar bound, as Relax's ``maximum`` and ``minimum``: ConvertLayout cannot carry a
+  ``call_tir``, so each Clip sent the blocked layout back to NCHW (a layout transform on
+  each side, and the Clip a workload of its own, ``fused_maximum_minimum``).
 
 BatchNorm after a convolution is folded into it by TVM's own ``FoldBatchnormToConv2D``
 (partition runs it before this pass; see core/passes.py for the whole list, and
@@ -47,6 +51,8 @@ def _mutator_class():
             call = self.builder_.normalize(super().visit_call_(call))
             if not isinstance(call.op, tvm.ir.Op):
                 return call
+            if call.op.name == "relax.call_tir":
+                return _clamp_as_op(self, call)
             if call.op.name in _STACKED:
                 folded = _stacked_elementwise(self, call)
                 return call if folded is None else folded
@@ -136,6 +142,67 @@ def _operand(self, item, out: list, equal: bool):
             d not in (1, o) for d, o in zip(reversed(shape), reversed(out))):
         return None
     return bare
+
+
+def _clamp_as_op(self, call):
+    """``maximum(x, bound)`` (``minimum`` alike) for a ``call_tir`` of a PrimFunc that
+    computes just that, element by element, with a scalar ``bound`` (TVM's import of ONNX
+    Clip); else the call as it is."""
+    from tvm import relax
+
+    args = call.args[1]
+    if not isinstance(args, relax.Tuple) or len(args.fields) != 2:
+        return call
+    x, bound = args.fields
+    func = self.builder_.get().functions.get(call.args[0])
+    name = _clamp_kind(func) if func is not None else None
+    if name is None or static_shape(bound) != [] or static_shape(x) != static_shape(call) \
+            or not (x.ty.dtype == bound.ty.dtype == call.ty.dtype):
+        return call
+    return self.builder_.normalize(getattr(relax.op, name)(x, bound))
+
+
+def _clamp_kind(func) -> str | None:
+    """"maximum" or "minimum" for a PrimFunc of three buffers ``(A, b, out)`` whose one
+    store is ``out[i...] = max(A[i...], b[()])`` (min alike); else None."""
+    import tvm
+
+    if not isinstance(func, tvm.tirx.PrimFunc) or len(func.params) != 3:
+        return None
+    stores = _stores(func.body)
+    if stores is None or len(stores) != 1:
+        return None
+    store = stores[0]
+    a, b, out = func.params
+    value = store.value
+    kind = {tvm.tirx.Max: "maximum", tvm.tirx.Min: "minimum"}.get(type(value))
+    loads = (value.a, value.b) if kind else ()
+    if not (kind and all(isinstance(v, tvm.ir.TensorLoad) for v in loads)
+            and store.buffer.same_as(out) and loads[0].source.same_as(a)
+            and loads[1].source.same_as(b) and len(loads[1].indices) == 0
+            and len(store.indices) == len(loads[0].indices)
+            and all(i.same_as(j) for i, j in zip(store.indices, loads[0].indices))):
+        return None
+    return kind
+
+
+def _stores(stmt) -> list | None:
+    """The stores of a loop nest of blocks, in order; None for any other statement (a
+    condition, an allocation: not a plain element-wise function)."""
+    import tvm
+
+    if isinstance(stmt, tvm.tirx.BufferStore):
+        return [stmt]
+    if isinstance(stmt, tvm.tirx.SeqStmt):
+        parts = [_stores(s) for s in stmt.seq]
+        return None if any(p is None for p in parts) else [s for p in parts for s in p]
+    for kind, field in ((tvm.tirx.For, "body"), (tvm.s_tir.SBlockRealize, "block"),
+                        (tvm.s_tir.SBlock, "body")):
+        if isinstance(stmt, kind):
+            if kind is tvm.s_tir.SBlock and (stmt.init is not None or stmt.alloc_buffers):
+                return None
+            return _stores(getattr(stmt, field))
+    return None
 
 
 def _full_rank_constants(self, call):

@@ -1,0 +1,142 @@
+"""Depthwise and grouped convolutions in the channel-blocked layout (see blocked_layout.py),
+as onnxruntime's MLAS and TVM's old ``topi/x86`` compute them:
+
+- a depthwise convolution (``group`` = input channels = output channels) in ``NCHW{b}c``
+  with weights ``OIHW1i{b}o`` (shape ``[C/b, 1, kh, kw, 1, b]``): the channel block is the
+  vector, each channel reads only its own lane, b = the model's block or its greatest
+  common divisor with the channels (24 channels: 8);
+- a grouped convolution whose groups' channels divide into blocks (AlexNet's 2 groups of
+  48 and 192 input channels): ``NCHW{i}c`` in, ``OIHW{i}i{o}o`` weights (the
+  grouped ``[O, I/groups, kh, kw]`` blocked per group), ``NCHW{o}c`` out, i and o each
+  tensor's own block (the model's, or its greatest common divisor with the channels) where
+  they divide the group's input and output channels, so each block lies in one group; the
+  compute is
+  the dense ``conv2d_NCHWc``'s with the input's block offset by the output block's group,
+  and its reduction block has the dense one's name, so the CPU default schedule's blocked
+  rule (targets/cpu_schedule_blocked.py) takes it as it is.
+
+Any other grouped convolution (a depthwise one with a channel multiplier, groups whose
+channels do not divide into the tensors' blocks: ShuffleNet's 4 groups of 34) keeps the
+layouts ConvertLayout gives it, and blocked_layout's NCHW fallback.
+"""
+
+from __future__ import annotations
+
+import math
+
+MIN_BLOCK = 4  # floats: a smaller block is not worth a layout of its own
+
+
+def layouts(call, block: int) -> list[str] | None:
+    """ConvertLayout's [data, weights, output] layouts for the NCHW grouped convolution
+    ``call``, or None where this module does not compute it blocked."""
+    attrs = call.attrs
+    groups = int(attrs.groups)
+    if not (groups > 1 and str(attrs.data_layout) == str(attrs.out_layout) == "NCHW"
+            and str(attrs.kernel_layout) == "OIHW"):
+        return None
+    try:
+        out, group_in = [int(d) for d in call.args[1].ty.shape][:2]
+        channels = int(call.args[0].ty.shape[1])
+    except (TypeError, ValueError, AttributeError):
+        return None  # a symbolic size
+    if group_in == 1 and out == channels == groups:  # depthwise
+        b = math.gcd(channels, block)
+        return [f"NCHW{b}c", f"OIHW1i{b}o", f"NCHW{b}c"] if b >= MIN_BLOCK else None
+    # each tensor's own block, as the convolutions and operators around it have it (a
+    # change of block between them is a transform ConvertLayout cannot always make:
+    # "Invalid layout axis 4b" for 24 channels in blocks of 8 into groups of 12 in 4)
+    inner, outer = math.gcd(channels, block), math.gcd(out, block)
+    if inner < MIN_BLOCK or outer < MIN_BLOCK or group_in % inner or (out // groups) % outer:
+        return None
+    return [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]
+
+
+def is_depthwise(attrs, kernel_shape) -> bool:
+    """A blocked depthwise conv as ``layouts`` asks for it: NCHW{b}c, OIHW1i{b}o, NCHW{b}c,
+    one group per channel."""
+    b = _block(attrs.data_layout)
+    return (b is not None and str(attrs.out_layout) == f"NCHW{b}c"
+            and str(attrs.kernel_layout) == f"OIHW1i{b}o"
+            and int(attrs.groups) == int(kernel_shape[0]) * b)
+
+
+def is_grouped(attrs, kernel_shape) -> bool:
+    """A blocked grouped conv as ``layouts`` asks for it: each input and output block in one
+    group (the weights' blocked input channels are one group's)."""
+    inner, outer = _block(attrs.data_layout), _block(attrs.out_layout)
+    if inner is None or outer is None or str(attrs.kernel_layout) != f"OIHW{inner}i{outer}o":
+        return False
+    groups = int(attrs.groups)
+    out_channels = int(kernel_shape[0]) * outer
+    return groups > 1 and out_channels % groups == 0 and (out_channels // groups) % outer == 0
+
+
+def _block(layout) -> int | None:
+    text = str(layout)
+    if text.startswith("NCHW") and text.endswith("c") and text[4:-1].isdigit():
+        return int(text[4:-1])
+    return None
+
+
+def _padded(data, attrs):
+    from tvm import topi
+
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    if not any((top, left, bottom, right)):
+        return data
+    return topi.nn.pad(data, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="data_pad")
+
+
+def _out_size(size, kernel, pad, stride, dilation):
+    return (size + pad - (kernel - 1) * dilation - 1) // stride + 1
+
+
+def depthwise(data, kernel, attrs, out_dtype: str):
+    """``out[n, c, y, x, k] = sum(pad(data)[n, c, y*sh + ry*dh, x*sw + rx*dw, k] *
+    kernel[c, 0, ry, rx, 0, k])``: each lane of the channel block on its own."""
+    from tvm import te
+
+    n, chunks, height, width, b = (int(d) for d in data.shape)
+    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
+    (sh, sw), (dh, dw) = ([int(v) for v in a] for a in (attrs.strides, attrs.dilation))
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    oh = _out_size(height, kh, top + bottom, sh, dh)
+    ow = _out_size(width, kw, left + right, sw, dw)
+    padded = _padded(data, attrs)
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    return te.compute(
+        (n, chunks, oh, ow, b),
+        lambda i, c, y, x, k: te.sum(
+            padded[i, c, y * sh + ry * dh, x * sw + rx * dw, k].astype(out_dtype)
+            * kernel[c, 0, ry, rx, 0, k].astype(out_dtype), axis=[ry, rx]),
+        name="depthwise_conv2d_NCHWc", tag="depthwise_conv2d_NCHWc")
+
+
+def grouped(data, kernel, attrs, out_dtype: str):
+    """The dense ``conv2d_NCHWc`` over one group's input channels: output block ``oc``
+    (group ``oc * o // (O / groups)``) reads the input blocks of that group."""
+    from tvm import te
+
+    n, _, height, width, inner = (int(d) for d in data.shape)
+    out_chunks, in_chunks, kh, kw, _, outer = (int(d) for d in kernel.shape)
+    group_out = out_chunks * outer // int(attrs.groups)
+    (sh, sw), (dh, dw) = ([int(v) for v in a] for a in (attrs.strides, attrs.dilation))
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    oh = _out_size(height, kh, top + bottom, sh, dh)
+    ow = _out_size(width, kw, left + right, sw, dw)
+    padded = _padded(data, attrs)
+    ic = te.reduce_axis((0, in_chunks * inner), "ic")
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def value(i, oc, y, x, ob):
+        first = (oc * outer) // group_out * in_chunks  # the group's first input block
+        return te.sum(
+            padded[i, first + ic // inner, y * sh + ry * dh, x * sw + rx * dw, ic % inner]
+            .astype(out_dtype)
+            * kernel[oc, ic // inner, ry, rx, ic % inner, ob].astype(out_dtype),
+            axis=[ic, ry, rx])
+
+    # named as the dense compute's block, so its schedule rule takes this one too
+    return te.compute((n, out_chunks, oh, ow, outer), value, name="conv2d_NCHWc",
+                      tag="group_conv2d_NCHWc")
