@@ -51,3 +51,6 @@ def _register(name: str, module: str, function: str, **kwargs) -> None:
 
 def make(name: str):
     return BREADTH[name]()
+
+
+_register("mobilenet_v2", "nets_cnn", "mobilenet_v2")
