@@ -7,6 +7,9 @@ Rules by the shape of each block, in the spirit of DLight's GPU rules, a module 
   cpu_schedule_inline.py;
 - a channel-blocked convolution (the blocked layout's ``conv2d_NCHWc``) and its
   epilogue: cpu_schedule_blocked.py;
+- a matrix product (attention's batched products, a product by a weight, packed in panels
+  in the blocked layout) and its epilogue: a register tile of rows x column vectors,
+  cpu_schedule_matmul.py;
 - another reduction over a weight-like input (a convolution, a matrix product by a
   transposed weight): a block of output channels in vector registers, the blocks in
   parallel: cpu_schedule_conv.py;
@@ -80,6 +83,7 @@ def _registers(target) -> int:
 
 def _apply(sch, registers: int = 16) -> None:
     from . import cpu_schedule_blocked as blocked
+    from . import cpu_schedule_matmul as matmul
 
     root = sch.get_sblock("root", func_name="main")
     if any(_opaque(sch, b) for b in sch.get_child_blocks(root)):
@@ -92,6 +96,8 @@ def _apply(sch, registers: int = 16) -> None:
         block = sch.get_sblock(name, func_name="main")
         if is_reduction(sch, block) and blocked.is_blocked_conv(sch, block):
             done.update(blocked.schedule(sch, block, registers))
+        elif is_reduction(sch, block) and matmul.is_matmul(sch, block):
+            done.update(matmul.schedule(sch, block, registers) or ())
     for block in sch.get_child_blocks(root):
         if sch.get(block).name_hint in done:
             continue
