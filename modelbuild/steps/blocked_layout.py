@@ -65,8 +65,8 @@ def say_unblocked(what: str, err: Exception) -> None:
 
 def legalize_map(block: int) -> dict:
     """LegalizeOps' ``customize_legalize_map`` for blocked conv2d, for matrix products by a
-    constant, whose weight is packed in panels (packed_matmul.py), and for a float32 erf
-    (``_erf``); others: TVM's own."""
+    constant, whose weight is packed in panels (packed_matmul.py), and for a float32 erf and
+    softmax (``_erf``, ``_softmax``: arithmetic that vectorizes); others: TVM's own."""
     import functools
 
     from . import packed_matmul

@@ -11,7 +11,7 @@ the call (never at run time), so the layout's name and partition's code are in e
 step's key, and a record of a packed workload is stale in NCHW (the workload differs).
 b is the target's vector width in floats (16 with AVX-512, 8 with AVX2) or, for a product
 whose columns do not divide into it, their greatest common divisor with it (1000 classes:
-8); under 4 the product is left to TVM's own legalization (``None`` from ``legalize``).
+8); under 4 (``panel`` None) the product is left to TVM's own legalization.
 """
 
 from __future__ import annotations
