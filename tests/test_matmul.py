@@ -20,8 +20,8 @@ from conftest import (
 
 from modelbuild.core import manifest
 
-sys.path.insert(0, str(REPO / "bench"))
-import nets_transformer as nets  # noqa: E402 - bench/ is not a package
+sys.path.insert(0, str(REPO / "bench"))  # bench/ is not a package
+import nets_transformer as nets
 
 
 def _project(root, model, layout: str):
