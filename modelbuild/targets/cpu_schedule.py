@@ -9,6 +9,9 @@ Rules by the shape of each block, in the spirit of DLight's GPU rules, a module 
   and its epilogue: cpu_schedule_blocked.py;
 - a channel-blocked depthwise convolution, its padding and its epilogue:
   cpu_schedule_depthwise.py;
+- a matrix product (attention's batched products, a product by a weight, packed in panels
+  in the blocked layout) and its epilogue: a register tile of rows x column vectors,
+  cpu_schedule_matmul.py;
 - another reduction over a weight-like input (a convolution, a matrix product by a
   transposed weight): a block of output channels in vector registers, the blocks in
   parallel: cpu_schedule_conv.py;
@@ -83,6 +86,7 @@ def _registers(target) -> int:
 def _apply(sch, registers: int = 16) -> None:
     from . import cpu_schedule_blocked as blocked
     from . import cpu_schedule_depthwise as depthwise
+    from . import cpu_schedule_matmul as matmul
 
     root = sch.get_sblock("root", func_name="main")
     if any(_opaque(sch, b) for b in sch.get_child_blocks(root)):
@@ -97,6 +101,8 @@ def _apply(sch, registers: int = 16) -> None:
             done.update(blocked.schedule(sch, block, registers))
         elif is_reduction(sch, block) and depthwise.is_depthwise_conv(sch, block):
             done.update(depthwise.schedule(sch, block, registers))
+        elif is_reduction(sch, block) and matmul.is_matmul(sch, block):
+            done.update(matmul.schedule(sch, block, registers) or ())
     for block in sch.get_child_blocks(root):
         if sch.get(block).name_hint in done:
             continue
