@@ -54,3 +54,8 @@ def make(name: str):
 
 
 _register("mobilenet_v2", "nets_cnn", "mobilenet_v2")
+_register("bert_s128_h768", "nets_transformer", "encoder", layers=2, seq=128, hidden=768,
+          heads=12)
+_register("bert_s32_h256", "nets_transformer", "encoder", layers=2, seq=32, hidden=256,
+          heads=4)
+_register("fc_batch1", "nets_transformer", "fully_connected")
