@@ -165,15 +165,17 @@ def _declared(tmp_path, shape: str):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape, needle", [
-    ("[1, 3, 0, 16]", "Invalid conv parameters"),       # a convolution over 0 rows
-    ("[1, 3, 100000, 100000]", "exceeds range of int32"),  # tensors past int32's indices
+    # a convolution over 0 rows: TVM's words depend on the pass that meets it first (the
+    # blocked layout's legalization divides by the 0 extent)
+    ("[1, 3, 0, 16]", ("Invalid conv parameters", "Divide by zero")),
+    ("[1, 3, 100000, 100000]", ("exceeds range of int32",)),  # past int32's indices
 ])
 def test_declared_shapes_tvm_refuses_are_the_declaration_s_error(tmp_path, shape, needle):
     """They were internal errors ("a modelbuild bug"), from LegalizeOps and the graph's build."""
     run = _declared(tmp_path, shape).doit("build:tiny", check=False)
     assert run.returncode != 0 and "internal error" not in run.output, run.output
     assert (f"models/tiny.toml: TVM cannot build the model with the shapes in [inputs] "
-            f"(x = {shape})") in run.output and needle in run.output
+            f"(x = {shape})") in run.output and any(n in run.output for n in needle)
 
 
 def test_a_dimension_past_int32_is_refused_with_the_declaration(tmp_path):
