@@ -15,9 +15,16 @@ as onnxruntime's MLAS and TVM's old ``topi/x86`` compute them:
   and its reduction block has the dense one's name, so the CPU default schedule's blocked
   rule (targets/cpu_schedule_blocked.py) takes it as it is.
 
-Any other grouped convolution (a depthwise one with a channel multiplier, groups whose
-channels do not divide into the tensors' blocks: ShuffleNet's 4 groups of 34) keeps the
-layouts ConvertLayout gives it, and blocked_layout's NCHW fallback.
+- a grouped convolution whose groups' channels do not divide into the blocks (ShuffleNet's
+  4 groups of 34, 68 or 136 channels in blocks of 8 or 16): ``NCHW{i}c`` in,
+  ``OIHW{I}i{o}o`` weights (I: a group's input channels), ``NCHW{o}c`` out, each output
+  block holding the channels of at most two groups, each lane summing its own group's
+  input channels only (``straddling``).
+
+The blocks are those of the tensors' groups (channel_blocks.py), so that a concat joins
+tensors of one block. Any other grouped convolution (a depthwise one with a channel
+multiplier, an output block of more than two groups) keeps the layouts ConvertLayout gives
+it, and blocked_layout's NCHW fallback.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ import math
 MIN_BLOCK = 4  # floats: a smaller block is not worth a layout of its own
 
 
-def layouts(call, block: int) -> list[str] | None:
+def layouts(call, block: int, group=(None, None)) -> list[str] | None:
     """ConvertLayout's [data, weights, output] layouts for the NCHW grouped convolution
-    ``call``, or None where this module does not compute it blocked."""
+    ``call``, or None where this module does not compute it blocked; ``group``: the
+    channels of its input's and its output's groups (channel_blocks.py) where known."""
     attrs = call.attrs
     groups = int(attrs.groups)
     if not (groups > 1 and str(attrs.data_layout) == str(attrs.out_layout) == "NCHW"
@@ -40,16 +48,21 @@ def layouts(call, block: int) -> list[str] | None:
         channels = int(call.args[0].ty.shape[1])
     except (TypeError, ValueError, AttributeError):
         return None  # a symbolic size
+    in_group, out_group = group[0] or channels, group[1] or out
     if group_in == 1 and out == channels == groups:  # depthwise
-        b = math.gcd(channels, block)
+        b = math.gcd(math.gcd(in_group, out_group), block)
         return [f"NCHW{b}c", f"OIHW1i{b}o", f"NCHW{b}c"] if b >= MIN_BLOCK else None
     # each tensor's own block, as the convolutions and operators around it have it (a
     # change of block between them is a transform ConvertLayout cannot always make:
     # "Invalid layout axis 4b" for 24 channels in blocks of 8 into groups of 12 in 4)
-    inner, outer = math.gcd(channels, block), math.gcd(out, block)
-    if inner < MIN_BLOCK or outer < MIN_BLOCK or group_in % inner or (out // groups) % outer:
+    inner, outer = math.gcd(in_group, block), math.gcd(out_group, block)
+    if inner < MIN_BLOCK or outer < MIN_BLOCK:
         return None
-    return [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]
+    if group_in % inner == 0 and (out // groups) % outer == 0:
+        return [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]
+    if out // groups < outer:  # an output block would span more than two groups
+        return None
+    return [f"NCHW{inner}c", f"OIHW{group_in}i{outer}o", f"NCHW{outer}c"]  # see straddling
 
 
 def is_depthwise(attrs, kernel_shape) -> bool:
@@ -70,6 +83,21 @@ def is_grouped(attrs, kernel_shape) -> bool:
     groups = int(attrs.groups)
     out_channels = int(kernel_shape[0]) * outer
     return groups > 1 and out_channels % groups == 0 and (out_channels // groups) % outer == 0
+
+
+def is_straddling(attrs, kernel_shape) -> bool:
+    """A blocked grouped conv whose blocks straddle groups, as ``layouts`` asks for it:
+    ``OIHW{I}i{o}o`` weights (each output block's weights over its group's I input
+    channels, ``[O/o, 1, kh, kw, I, o]``), output blocks of at most two groups."""
+    inner, outer = _block(attrs.data_layout), _block(attrs.out_layout)
+    if inner is None or outer is None or len(kernel_shape) != 6:
+        return False
+    groups, group_in = int(attrs.groups), int(kernel_shape[4])
+    out_channels = int(kernel_shape[0]) * outer
+    return (groups > 1 and str(attrs.kernel_layout) == f"OIHW{group_in}i{outer}o"
+            and int(kernel_shape[1]) == 1 and int(kernel_shape[5]) == outer
+            and out_channels % groups == 0 and out_channels // groups >= outer
+            and not is_grouped(attrs, kernel_shape))
 
 
 def _block(layout) -> int | None:
@@ -138,5 +166,49 @@ def grouped(data, kernel, attrs, out_dtype: str):
             axis=[ic, ry, rx])
 
     # named as the dense compute's block, so its schedule rule takes this one too
+    return te.compute((n, out_chunks, oh, ow, outer), value, name="conv2d_NCHWc",
+                      tag="group_conv2d_NCHWc")
+
+
+def straddling(data, kernel, attrs, out_dtype: str):
+    """A grouped convolution whose groups do not divide into the tensors' blocks
+    (ShuffleNet's 4 groups of 34, 68 or 136 channels in blocks of 8 or 16): output block
+    ``oc`` holds the channels of at most two groups, ``lo`` and ``lo + 1``; each of its
+    lanes ``ob`` sums its own group's input channels only, a select between the two
+    groups' inputs (two broadcasts and a blend per multiply-add: no channel of another
+    group is ever multiplied, not even by a zero weight, so an inf or NaN in one group
+    never reaches another). Named as the dense compute's block, so the blocked rule
+    (targets/cpu_schedule_blocked.py) schedules it; its input block is the group's
+    channels (the weights' fifth axis)."""
+    import tvm
+    from tvm import te
+
+    n, _, height, width, inner = (int(d) for d in data.shape)
+    out_chunks, _, kh, kw, group_in, outer = (int(d) for d in kernel.shape)
+    groups = int(attrs.groups)
+    group_out = out_chunks * outer // groups
+    (sh, sw), (dh, dw) = ([int(v) for v in a] for a in (attrs.strides, attrs.dilation))
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    oh = _out_size(height, kh, top + bottom, sh, dh)
+    ow = _out_size(width, kw, left + right, sw, dw)
+    padded = _padded(data, attrs)
+    ic = te.reduce_axis((0, group_in), "ic")
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def value(i, oc, y, x, ob):
+        lo = (oc * outer) // group_out  # the group of the block's first lane
+        split = (lo + 1) * group_out - oc * outer  # the first lane of group lo + 1
+        hi = te.min(lo + 1, groups - 1)
+
+        def read(group):
+            c = group * group_in + ic
+            return padded[i, c // inner, y * sh + ry * dh, x * sw + rx * dw, c % inner]
+
+        # a Select, not if_then_else (which the vectorizer makes a loop of scalars): both
+        # reads are in bounds (hi is clamped), so both may be evaluated
+        chosen = tvm.tirx.Select(ob < split, read(lo), read(hi))
+        return te.sum(chosen.astype(out_dtype) * kernel[oc, 0, ry, rx, ic, ob].astype(out_dtype),
+                      axis=[ic, ry, rx])
+
     return te.compute((n, out_chunks, oh, ow, outer), value, name="conv2d_NCHWc",
                       tag="group_conv2d_NCHWc")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from . import blocked_grouped
+from . import blocked_grouped, channel_blocks
 
 _BLOCKED = re.compile(r"^NCHW(\d+)c$")
 
@@ -39,23 +39,27 @@ def convert(mod, block: int, prepare=lambda mod: mod):
     from tvm import relax
 
     desired = {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+    prepared = prepare(mod)
+    group_channels, bound = channel_blocks.tensor_blocks(prepared)
 
     def per_call(call):
         """Each convolution's own blocks (see blocks), a depthwise or grouped one's
-        (blocked_grouped.layouts); ``desired`` for the others."""
+        (blocked_grouped.layouts), from the channels of its input's and its output's
+        groups (channel_blocks.py); ``desired`` for the others."""
         if call.op.name != "relax.nn.conv2d":
             return desired
-        grouped = blocked_grouped.layouts(call, block)
+        group = (group_channels.get(call.args[0]), group_channels.get(bound.get(call)))
+        grouped = blocked_grouped.layouts(call, block, group)
         if grouped is not None:
             return {"relax.nn.conv2d": grouped}
-        blocks_ = blocks(call, block)
+        blocks_ = blocks(call, block, group)
         if blocks_ is None:
             return desired
         inner, outer = blocks_
         return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{outer}o", f"NCHW{outer}c"]}
 
     try:
-        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(prepare(mod))
+        return relax.transform.ConvertLayout(desired, layout_cb=per_call)(prepared)
     except (tvm.error.InternalError, RuntimeError, ValueError) as err:
         say_unblocked(f"TVM's ConvertLayout cannot carry this graph in NCHW{block}c", err)
         return mod
@@ -114,11 +118,13 @@ def _softmax(bb, call):
                       primfunc_name_hint="softmax")
 
 
-def blocks(call, block: int) -> tuple[int, int] | None:
+def blocks(call, block: int, group=(None, None)) -> tuple[int, int] | None:
     """The (input, output) channel blocks of an NCHW convolution: the input's block is
     ``block``, or all its channels when fewer (the first convolution of an RGB image: 3),
     or their greatest common divisor with ``block``; the output's is ``block`` or its
-    greatest common divisor with the channels (8 for a classifier of 1000 classes). None:
+    greatest common divisor with the channels (8 for a classifier of 1000 classes).
+    ``group``: the channels of the input's and the output's groups
+    (channel_blocks.tensor_blocks) where known, in place of the tensors' own. None:
     not worth blocking (an output block under 4 floats, a grouped convolution, other
     layouts). ``convert`` asks ConvertLayout for these per convolution; where it could
     not carry the graph, ``_reblocked`` computes the convolution with them inside its
@@ -130,8 +136,8 @@ def blocks(call, block: int) -> tuple[int, int] | None:
             and str(attrs.kernel_layout) == "OIHW" and int(attrs.groups) == 1):
         return None
     out, channels = [int(d) for d in call.args[1].ty.shape][:2]
-    inner = channels if channels < block else math.gcd(channels, block)
-    outer = math.gcd(out, block)
+    inner = channel_blocks.block_of(group[0] or channels, block)
+    outer = math.gcd(group[1] or out, block)
     return (inner, outer) if outer >= 4 and inner >= 1 else None
 
 
@@ -185,6 +191,8 @@ def _conv2d(bb, call, block: int):
     for test, compute, name in ((blocked_grouped.is_depthwise, blocked_grouped.depthwise,
                                  "depthwise_conv2d_NCHWc"),
                                 (blocked_grouped.is_grouped, blocked_grouped.grouped,
+                                 "group_conv2d_NCHWc"),
+                                (blocked_grouped.is_straddling, blocked_grouped.straddling,
                                  "group_conv2d_NCHWc")):
         if test(attrs, kernel_shape):
             return bb.call_te(lambda data, kernel, compute=compute:

@@ -1,7 +1,8 @@
 """partition's passes: each stage of core/passes.py's PASSES as the pass that runs it
 (``pipeline``). TVM's passes, and partition's own: simplify_graph.py (SimplifyGraph),
 constant_folding.py (constants folded in numpy), convert_layout_fixes.py (what
-ConvertLayout gets wrong, written another way), workload_names.py (short kernel names).
+ConvertLayout gets wrong, written another way), channel_shuffle.py (a blocked channel
+shuffle as one gather), workload_names.py (short kernel names).
 
 BatchNorm after a convolution is folded into it by TVM's own ``FoldBatchnormToConv2D``
 (``fold_batchnorm``), before SimplifyGraph.
@@ -10,6 +11,7 @@ BatchNorm after a convolution is folded into it by TVM's own ``FoldBatchnormToCo
 from __future__ import annotations
 
 from . import constant_folding
+from .channel_shuffle import blocked_shuffles
 from .convert_layout_fixes import for_convert_layout
 from .rewrite_pass import as_pass
 from .simplify_graph import simplify_graph
@@ -41,7 +43,7 @@ def pipeline(block: int | None) -> list:
         "ConvertLayout": (lambda mod: mod) if block is None else tvm.transform.Sequential(
             [as_pass(lambda mod: blocked_layout.convert(mod, block, for_convert_layout),
                      "ConvertLayoutBlocked"),
-             constant_folding.fold_constants()]),
+             blocked_shuffles(), constant_folding.fold_constants()]),
         "LegalizeOps": t.LegalizeOps() if block is None else
         t.LegalizeOps(customize_legalize_map=blocked_layout.legalize_map(block)),
         "AnnotateTIROpPattern": t.AnnotateTIROpPattern(),
