@@ -81,41 +81,16 @@ def say_unblocked(what: str, err: Exception) -> None:
 
 def legalize_map(block: int) -> dict:
     """LegalizeOps' ``customize_legalize_map`` for blocked conv2d, for matrix products by a
-    constant, whose weight is packed in panels (packed_matmul.py), and for a float32 erf and
-    softmax (``_erf``, ``_softmax``: arithmetic that vectorizes); others: TVM's own."""
+    constant, whose weight is packed in panels (packed_matmul.py), and for a float32 erf,
+    softmax and power by a constant (fast_math.py: arithmetic that vectorizes); others:
+    TVM's own."""
     import functools
 
-    from . import packed_matmul
+    from . import fast_math, packed_matmul
 
     return {"relax.nn.conv2d": functools.partial(_conv2d, block=block),
             "relax.matmul": functools.partial(packed_matmul.legalize, block=block),
-            "relax.erf": _erf, "relax.nn.softmax": _softmax}
-
-
-def _erf(bb, call):
-    """A float32 erf as TVM's ``fast_erf`` (a rational approximation, clamped to [-4, 4]:
-    arithmetic that vectorizes), where TVM's own ``erf`` becomes a call of libm's ``erff``
-    per element: in a BERT FFN's GELU epilogue, 393,216 calls per layer at S=128, the
-    epilogue as long as the product. The CPU layout's; NCHW (cuda's default) keeps erf."""
-    from tvm import topi
-    from tvm.relax.transform.legalize_ops import unary
-
-    if str(call.args[0].ty.dtype) != "float32":
-        return unary._erf(bb, call)
-    return bb.call_te(topi.fast_erf, call.args[0], primfunc_name_hint="erf")
-
-
-def _softmax(bb, call):
-    """A float32 softmax as TVM's ``fast_softmax``: its exp as ``fast_exp`` (arithmetic that
-    vectorizes; TVM's ``exp`` calls libm's ``expf`` per element, twice: attention's softmax
-    over [12, 128, 128] took as long as a 768 x 768 product)."""
-    from tvm import topi
-    from tvm.relax.transform.legalize_ops import nn
-
-    if str(call.args[0].ty.dtype) != "float32":
-        return nn._nn_softmax(bb, call)
-    return bb.call_te(topi.nn.fast_softmax, call.args[0], int(call.attrs.axis),
-                      primfunc_name_hint="softmax")
+            **fast_math.LEGALIZE}
 
 
 def blocks(call, block: int, group=(None, None)) -> tuple[int, int] | None:
