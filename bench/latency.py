@@ -232,14 +232,21 @@ def libraries(tmp: Path, model: str, layouts: list[str]) -> dict[str, Path]:
     return libs
 
 
+# seconds between two blocks of runs: the thread pools of the side that ran last (onnxruntime's
+# and TVM's both spin for a while after a run) park before the other side runs. Without it
+# the 1.2 ms encoder (S=32) measured 1.8 ms after onnxruntime's blocks of 5 and onnxruntime
+# 1.1 ms, and the other way round with blocks of 20.
+SETTLE = 0.1
+
+
 def alternate(runners: dict, runs: int, block: int, warmup: int) -> dict[str, list[float]]:
-    for run in runners.values():
-        for _ in range(warmup):
-            run()
     samples = {label: [] for label in runners}
     order = list(runners)
     for round_ in range((runs + block - 1) // block):
         for label in order[round_ % len(order):] + order[:round_ % len(order)]:
+            time.sleep(SETTLE)
+            for _ in range(warmup if round_ == 0 else 0):
+                runners[label]()
             for _ in range(min(block, runs - len(samples[label]))):
                 start = time.perf_counter()
                 runners[label]()
