@@ -320,3 +320,23 @@ def test_a_straddling_group_never_reads_another_groups_channels(tmp_path):
     expected = onnx_output(project.root, "straddle", [x])
     assert np.isfinite(ours[0, 68:]).all() and not np.isfinite(ours[0, :68]).all()
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.slow
+def test_a_record_of_a_straddling_grouped_workload_rebuilds_it_and_equals_tvm_compile(tmp_path):
+    """Tuning keeps working on the new compute: a sampled record for a grouped convolution
+    whose groups straddle the blocks reruns its lower and the link only, and the library
+    computes what tvm.compile with the same records and layout computes, and
+    onnxruntime's numbers."""
+    project = make_project(tmp_path / "p", {"shuffle": _shuffle_unit_model()})
+    project.doit("build:shuffle")
+    workload = next(n for n in _workloads(project, "shuffle") if "group_conv2d_NCHWc" in n)
+    records.save(project.record("shuffle", workload),
+                 sampled_records(project, "shuffle", workload, 1, seed=5)[0])
+    run = project.doit("build:shuffle")
+    lowered = {t for t in run.ran if t.startswith("lower:")}
+    assert lowered == {f"lower:shuffle/{workload}"} and "link:shuffle" in run.ran, run.ran
+    x = model_inputs(project.root, "shuffle")
+    ours = run_library(project.library("shuffle"), x)
+    assert_close(ours, reference_output(project, "shuffle", x))
+    assert_close(ours, onnx_output(project.root, "shuffle", x), rel=1e-4)

