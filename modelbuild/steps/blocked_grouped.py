@@ -120,24 +120,42 @@ def _out_size(size, kernel, pad, stride, dilation):
     return (size + pad - (kernel - 1) * dilation - 1) // stride + 1
 
 
+class _Window:
+    """A convolution's window over the blocked input ``data`` (``[n, c, h, w, b]``): the
+    padded input, the output's height and width, the window's reduction axes, and the input
+    row and column that output position (y, x) reads at the window's offset."""
+
+    def __init__(self, data, kh: int, kw: int, attrs):
+        from tvm import te
+
+        height, width = int(data.shape[2]), int(data.shape[3])
+        (self.sh, self.sw), (self.dh, self.dw) = (
+            [int(v) for v in a] for a in (attrs.strides, attrs.dilation))
+        top, left, bottom, right = (int(p) for p in attrs.padding)
+        self.oh = _out_size(height, kh, top + bottom, self.sh, self.dh)
+        self.ow = _out_size(width, kw, left + right, self.sw, self.dw)
+        self.padded = _padded(data, attrs)
+        self.ry, self.rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def row(self, y):
+        return y * self.sh + self.ry * self.dh
+
+    def col(self, x):
+        return x * self.sw + self.rx * self.dw
+
+
 def depthwise(data, kernel, attrs, out_dtype: str):
     """``out[n, c, y, x, k] = sum(pad(data)[n, c, y*sh + ry*dh, x*sw + rx*dw, k] *
     kernel[c, 0, ry, rx, 0, k])``: each lane of the channel block on its own."""
     from tvm import te
 
-    n, chunks, height, width, b = (int(d) for d in data.shape)
-    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
-    (sh, sw), (dh, dw) = ([int(v) for v in a] for a in (attrs.strides, attrs.dilation))
-    top, left, bottom, right = (int(p) for p in attrs.padding)
-    oh = _out_size(height, kh, top + bottom, sh, dh)
-    ow = _out_size(width, kw, left + right, sw, dw)
-    padded = _padded(data, attrs)
-    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    n, chunks, _, _, b = (int(d) for d in data.shape)
+    w = _Window(data, int(kernel.shape[2]), int(kernel.shape[3]), attrs)
     return te.compute(
-        (n, chunks, oh, ow, b),
+        (n, chunks, w.oh, w.ow, b),
         lambda i, c, y, x, k: te.sum(
-            padded[i, c, y * sh + ry * dh, x * sw + rx * dw, k].astype(out_dtype)
-            * kernel[c, 0, ry, rx, 0, k].astype(out_dtype), axis=[ry, rx]),
+            w.padded[i, c, w.row(y), w.col(x), k].astype(out_dtype)
+            * kernel[c, 0, w.ry, w.rx, 0, k].astype(out_dtype), axis=[w.ry, w.rx]),
         name="depthwise_conv2d_NCHWc", tag="depthwise_conv2d_NCHWc")
 
 
@@ -146,27 +164,21 @@ def grouped(data, kernel, attrs, out_dtype: str):
     (group ``oc * o // (O / groups)``) reads the input blocks of that group."""
     from tvm import te
 
-    n, _, height, width, inner = (int(d) for d in data.shape)
+    n, _, _, _, inner = (int(d) for d in data.shape)
     out_chunks, in_chunks, kh, kw, _, outer = (int(d) for d in kernel.shape)
     group_out = out_chunks * outer // int(attrs.groups)
-    (sh, sw), (dh, dw) = ([int(v) for v in a] for a in (attrs.strides, attrs.dilation))
-    top, left, bottom, right = (int(p) for p in attrs.padding)
-    oh = _out_size(height, kh, top + bottom, sh, dh)
-    ow = _out_size(width, kw, left + right, sw, dw)
-    padded = _padded(data, attrs)
     ic = te.reduce_axis((0, in_chunks * inner), "ic")
-    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    w = _Window(data, kh, kw, attrs)
 
     def value(i, oc, y, x, ob):
         first = (oc * outer) // group_out * in_chunks  # the group's first input block
         return te.sum(
-            padded[i, first + ic // inner, y * sh + ry * dh, x * sw + rx * dw, ic % inner]
-            .astype(out_dtype)
-            * kernel[oc, ic // inner, ry, rx, ic % inner, ob].astype(out_dtype),
-            axis=[ic, ry, rx])
+            w.padded[i, first + ic // inner, w.row(y), w.col(x), ic % inner].astype(out_dtype)
+            * kernel[oc, ic // inner, w.ry, w.rx, ic % inner, ob].astype(out_dtype),
+            axis=[ic, w.ry, w.rx])
 
     # named as the dense compute's block, so its schedule rule takes this one too
-    return te.compute((n, out_chunks, oh, ow, outer), value, name="conv2d_NCHWc",
+    return te.compute((n, out_chunks, w.oh, w.ow, outer), value, name="conv2d_NCHWc",
                       tag="group_conv2d_NCHWc")
 
 
@@ -183,17 +195,12 @@ def straddling(data, kernel, attrs, out_dtype: str):
     import tvm
     from tvm import te
 
-    n, _, height, width, inner = (int(d) for d in data.shape)
+    n, _, _, _, inner = (int(d) for d in data.shape)
     out_chunks, _, kh, kw, group_in, outer = (int(d) for d in kernel.shape)
     groups = int(attrs.groups)
     group_out = out_chunks * outer // groups
-    (sh, sw), (dh, dw) = ([int(v) for v in a] for a in (attrs.strides, attrs.dilation))
-    top, left, bottom, right = (int(p) for p in attrs.padding)
-    oh = _out_size(height, kh, top + bottom, sh, dh)
-    ow = _out_size(width, kw, left + right, sw, dw)
-    padded = _padded(data, attrs)
     ic = te.reduce_axis((0, group_in), "ic")
-    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    w = _Window(data, kh, kw, attrs)
 
     def value(i, oc, y, x, ob):
         lo = (oc * outer) // group_out  # the group of the block's first lane
@@ -202,13 +209,14 @@ def straddling(data, kernel, attrs, out_dtype: str):
 
         def read(group):
             c = group * group_in + ic
-            return padded[i, c // inner, y * sh + ry * dh, x * sw + rx * dw, c % inner]
+            return w.padded[i, c // inner, w.row(y), w.col(x), c % inner]
 
         # a Select, not if_then_else (which the vectorizer makes a loop of scalars): both
         # reads are in bounds (hi is clamped), so both may be evaluated
         chosen = tvm.tirx.Select(ob < split, read(lo), read(hi))
-        return te.sum(chosen.astype(out_dtype) * kernel[oc, 0, ry, rx, ic, ob].astype(out_dtype),
-                      axis=[ic, ry, rx])
+        return te.sum(
+            chosen.astype(out_dtype) * kernel[oc, 0, w.ry, w.rx, ic, ob].astype(out_dtype),
+            axis=[ic, w.ry, w.rx])
 
-    return te.compute((n, out_chunks, oh, ow, outer), value, name="conv2d_NCHWc",
+    return te.compute((n, out_chunks, w.oh, w.ow, outer), value, name="conv2d_NCHWc",
                       tag="group_conv2d_NCHWc")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 
+from ..targets.cpu_schedule import SERIAL_GATHER
 from .rewrite_pass import function_pass, static_shape
 
 
@@ -125,8 +126,9 @@ def _gather(builder, source, groups: int, last):
         s = (k % groups) * per_group + k // groups
         return data[i, s // inner, y, x, s % inner]
 
-    result = te.compute(tuple(out), value, name="channel_shuffle")
+    # the name the CPU default schedule knows it by (a serial loop nest: see SERIAL_GATHER)
+    result = te.compute(tuple(out), value, name=SERIAL_GATHER)
     func = (te.create_prim_func([data, result]).without_attr("global_symbol")
             .with_attr("op_pattern", 8))  # opaque: a workload of its own
-    gv = builder.add_func(func, "channel_shuffle")
+    gv = builder.add_func(func, SERIAL_GATHER)
     return builder.normalize(relax.call_tir(gv, [source], relax.TensorType(out, source.ty.dtype)))

@@ -36,8 +36,8 @@ def softmax(bb, call):
                       primfunc_name_hint="softmax")
 
 
-# exponent -> the arithmetic (x -> value), for float32; square roots are correctly rounded,
-# so each is within an ulp or two of powf (2 and -1 are exact)
+# the exponents computed as products and square roots (``_power_te``), for float32: square
+# roots are correctly rounded, so each is within an ulp or two of powf (2 and -1 are exact)
 _EXPONENTS = (2.0, 3.0, 1.0, 0.5, 0.25, 0.75, -0.5, -1.0)
 
 
