@@ -32,6 +32,12 @@ FMA pipes from --fma-pipes (2 on Zen 4/5 and most AVX-512 Xeons; not discoverabl
 the clock from --clock-ghz, else cpufreq's maximum, else /proc/cpuinfo's "cpu MHz"
 (on a VM the nominal clock: boost can exceed it, and a share above 100% then says so).
 
+A model whose weights far exceed the caches (over ``STREAMED`` bytes: a batch-1 fully
+connected layer reads each of its weights once per run, from memory) gets one more runner
+in the same blocks: bench/memory_bandwidth.py's read kernel over as many bytes, and a
+column of weight GB/s (the weights' bytes / median) with its share of that kernel's (the
+bandwidth measured beside it: on a shared VM it moves from minute to minute).
+
 A loaded machine distorts the comparison (onnxruntime's thread pool suffers far more than
 ours): with a 1-minute load average above 0.5 this refuses to measure unless --force,
 and the load averages go into the results either way (bench/results/latency.json).
@@ -132,6 +138,21 @@ def model_flops(path: Path) -> float:
             k = shapes[node.input[0]][-2 if trans else -1]
             macs += int(np.prod(out)) * int(k)
     return 2.0 * macs
+
+
+def weight_bytes(path: Path) -> int:
+    """The bytes of the model's initializers (its weights, read once per run)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    return sum(numpy_helper.to_array(i).nbytes for i in model.graph.initializer)
+
+
+# weights beyond any of these machines' last-level caches (35.8 MB on the cascadelake VM):
+# a run streams them from memory, and the memory's read bandwidth is what bounds it
+STREAMED = 64 << 20
+READ = "memory read, same bytes"
 
 
 def clock_ghz(given: float | None) -> tuple[float, str]:
@@ -270,30 +291,52 @@ def measure_model(model: str, args, tmp: Path, threads: int, peak: float) -> dic
     runners.update({label: library_runner(path, inputs) for label, path in libs.items()})
     reference = arrays(runners["onnxruntime"]())
     errors = {label: output_error(reference, arrays(run())) for label, run in runners.items()}
+    weights = weight_bytes(onnx_path)
+    if weights > STREAMED:
+        import tvm
+        from memory_bandwidth import reader  # noqa: E402 - bench/, beside this script
+
+        from modelbuild.targets import cpu, registry
+
+        spec = registry.resolve("llvm")
+        runners[READ], _ = reader(weights, cpu.vector_floats(spec.tvm_target),
+                                  tvm.target.Target(spec.tvm_target))
     samples = alternate(runners, args.runs, args.block, args.warmup)
     flops = model_flops(onnx_path)
     results = {label: spread(s) for label, s in samples.items()}
     base = results["onnxruntime"]["median"]
     for label, r in results.items():
         r["ratio_to_onnxruntime"] = round(r["median"] / base, 3)
+        if label == READ:
+            continue
         r["gflops"] = round(flops / (r["median"] * 1e-3) / 1e9, 1)
         r["percent_of_peak"] = round(100 * r["gflops"] / peak, 1) if peak else None
         r["output_error"] = float(f"{errors[label]:.2e}")
         if label in libs:
             r["share_by_kind"] = shares_by_kind(libs[label], model)
-    return {"gflop_per_run": round(flops / 1e9, 3), "results": results,
-            "load_average": os.getloadavg()}
+    if READ in results:
+        for r in results.values():
+            r["weight_gbps"] = round(weights / (r["median"] * 1e-3) / 1e9, 2)
+            r["percent_of_read_bandwidth"] = round(
+                100 * results[READ]["median"] / r["median"], 1)
+    return {"gflop_per_run": round(flops / 1e9, 3), "weight_mb": round(weights / 1e6, 1),
+            "results": results, "load_average": os.getloadavg()}
 
 
 def print_table(model: str, data: dict) -> None:
-    print(f"\n{model} ({data['gflop_per_run']} GFLOP per run; load average "
-          f"{data['load_average'][0]:.2f} after)")
+    print(f"\n{model} ({data['gflop_per_run']} GFLOP, {data.get('weight_mb', 0)} MB of weights "
+          f"per run; load average {data['load_average'][0]:.2f} after)")
+    streamed = READ in data["results"]
     print(f"{'':36} {'median ms':>10} {'q1':>8} {'q3':>8} {'÷ ort':>7} {'GFLOP/s':>8} "
-          f"{'% peak':>7} {'error':>8}")
+          f"{'% peak':>7} {'error':>8}" + (f" {'GB/s':>6} {'% read':>7}" if streamed else ""))
     for label, r in data["results"].items():
-        print(f"{label:36} {r['median']:10.1f} {r['q1']:8.1f} {r['q3']:8.1f} "
-              f"{r['ratio_to_onnxruntime']:7.2f} {r['gflops']:8.1f} {r['percent_of_peak'] or 0:7.1f}"
-              f" {r['output_error']:8.1e}")
+        line = f"{label:36} {r['median']:10.1f} {r['q1']:8.1f} {r['q3']:8.1f} " \
+               f"{r['ratio_to_onnxruntime']:7.2f} "
+        line += (f"{'':8} {'':7} {'':8}" if label == READ else
+                 f"{r['gflops']:8.1f} {r['percent_of_peak'] or 0:7.1f} {r['output_error']:8.1e}")
+        if streamed:
+            line += f" {r['weight_gbps']:6.1f} {r['percent_of_read_bandwidth']:7.0f}"
+        print(line)
     for label, r in data["results"].items():
         if r.get("share_by_kind"):
             shown = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["share_by_kind"].items())
