@@ -690,13 +690,73 @@ def test_the_blocked_convolution_tile_fills_half_the_registers_with_no_tails():
 
     for registers in (16, 32):
         for width in range(1, 120):
-            for chunks in (1, 2, 3, 4, 8, 125):
+            for chunks in (1, 2, 3, 4, 8, 9, 15, 16, 126):
                 positions, blocks = tile(width, chunks, registers)
                 assert width % positions == 0 and chunks % blocks == 0
                 assert 1 <= positions * blocks <= registers // 2
     for width in (7, 14, 28, 56):
         assert 14 <= _product(tile(width, 32, 32)) <= 16
         assert _product(tile(width, 32, 16)) in (7, 8)
+
+
+def test_many_channel_blocks_in_an_odd_count_share_each_input_across_several_blocks():
+    """A 1000-class classifier in blocks of 8 has 125 blocks: no 2 or 4 divides them, and
+    one block per tile loaded an input per multiply-add. Its tile is the smallest divisor
+    of the blocks from 3 to 8 (5) x as many positions as keep the accumulators within 5/8
+    of the registers, the row's tiles evened out (a partial last one: TVM predicates it)."""
+    from modelbuild.targets.cpu_schedule_blocked import tile
+
+    assert tile(13, 125, 32) == (4, 5)  # squeezenet's classifier: 4, 4, 4 and 1 positions
+    assert tile(13, 125, 16) == (2, 5)  # AVX2: was 1 x 1 (no divisor of 13 up to 8 but 1)
+    assert tile(1, 125, 32) == (1, 5)   # densenet121's classifier, over a 1 x 1 image
+    assert tile(14, 63, 32) == (5, 3)   # 14 positions with room for 6: 5, 5 and 4
+    for registers in (16, 32):
+        for width in range(1, 120):
+            for chunks in (21, 25, 27, 35, 45, 49, 63, 125, 343):
+                positions, blocks = tile(width, chunks, registers)
+                assert 3 <= blocks <= 8 and chunks % blocks == 0
+                assert positions * blocks <= registers * 5 // 8
+                assert positions * blocks + blocks + 1 <= registers
+                tiles = -(-width // positions)
+                assert tiles * positions - width < tiles  # the tiles differ by at most one
+    assert tile(13, 19, 32) == (13, 1)  # a prime count: the divisor rule's tile
+
+
+def _classifier_model() -> onnx.ModelProto:
+    """24 channels at 13 x 13 -> a 1x1 convolution to 1000 classes with bias and ReLU
+    (squeezenet's last layer, narrower): 125 blocks of 8 over a 13-wide row."""
+    rng = np.random.default_rng(5)
+
+    def init(name, shape):
+        return onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "classifier", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, 13, 13])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000, 13, 13])],
+        [init("w", (1000, 24, 1, 1)), init("b", (1000,))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_a_classifier_convolution_runs_its_partial_tiles_right(tmp_path):
+    """The 4 x 5 tile over a 13-wide row leaves a last tile of 1 position: every output,
+    the partial tile's included, equals onnxruntime's."""
+    import tvm
+
+    project = make_project(tmp_path / "p", {"cls": _classifier_model()})
+    (project.root / "models" / "cls.toml").write_text(f'onnx = "cls.onnx"\nlayout = "{BLOCKED}"\n')
+    project.doit("build:cls")
+    [conv] = [w for w in _workloads(project, "cls") if "conv2d_NCHWc" in w]
+    lowered = tvm.ir.load_json((project.root / "build" / "cls" / "lowered" / f"{conv}.json")
+                               .read_text())
+    text = (lowered if isinstance(lowered, tvm.tirx.PrimFunc)
+            else next(iter(lowered.functions.values()))).script()
+    if "T.vectorized(T.int64(8))" in text:  # blocks of 8 (AVX-512 here; AVX2 makes 8 too)
+        assert "T.unroll(T.int64(5))" in text and "T.where(" in text, text[:3000]
+    x = model_inputs(project.root, "cls")
+    assert_close(run_library(project.library("cls"), x), onnx_output(project.root, "cls", x),
+                 rel=1e-5)
 
 
 def _product(pair):
