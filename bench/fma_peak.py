@@ -16,7 +16,7 @@ import os
 import sys
 
 ACCUMULATORS = 12  # independent chains: enough to cover a 4-cycle FMA on two pipes
-STEPS = 4096
+STEPS = 65536
 
 
 def measured_gflops(lanes: int, threads: int, target) -> float:

@@ -1,0 +1,135 @@
+"""How close the encoder's matrix products come to the machine's peak: each packed product
+workload of the BERT-style encoder (bench/nets_transformer.py; S=128, H=768 by default),
+scheduled by the CPU default schedule as a build with no records schedules it, timed in
+turn with bench/fma_peak.py's kernel (a chain of fused multiply-adds in registers, nothing
+read) in the same alternating rounds, so both see the same clock and the same neighbours.
+
+Per product: GFLOP/s (2 x its multiply-adds / median time), its share of the FMA kernel's
+GFLOP/s measured beside it, and of the nominal peak (cores x 2 FMA pipes x floats per
+vector x 2 x clock, as bench/latency.py computes it). The kernel's own share of the
+nominal peak says how much of it a core gives at all (the clock a VM runs at, two vCPUs
+sharing a core's pipes).
+
+    python bench/product_peak.py [--seq 128] [--hidden 768] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+
+def _timed(lib, name: str, params, number: int):
+    import numpy as np
+    import tvm
+
+    rng = np.random.default_rng(0)
+    args = [tvm.runtime.tensor(rng.standard_normal(shape).astype(dtype)) for shape, dtype in params]
+    evaluate = lib.time_evaluator(name, tvm.cpu(), number=number, repeat=1)
+    evaluate(*args)
+    return lambda: evaluate(*args).mean
+
+
+def products(seq: int, hidden: int, heads: int, target) -> dict:
+    """{workload: (timer, flops)} for the encoder's packed products."""
+    import numpy as np
+    import tvm
+    from tvm.relax.frontend.onnx import from_onnx
+
+    import nets_transformer
+    from modelbuild.steps.partition import fuse_stages, workloads_of
+    from modelbuild.targets import cpu, cpu_schedule
+
+    model = nets_transformer.encoder(1, seq, hidden, heads)
+    lanes = cpu.vector_floats(dict(target.export()))
+    fused = fuse_stages(from_onnx(model, keep_params_in_input=False), target, lanes)["FuseTIR"]
+    found = {}
+    for name, func in workloads_of(fused).items():
+        if "matmul_packed" not in name:
+            continue
+        scheduled = cpu_schedule.default_schedule(func, name, target)
+        lib = tvm.tirx.build(tvm.IRModule({name: scheduled.with_attr("global_symbol", name)}),
+                             target=target)
+        params = [([int(d) for d in b.shape], str(b.dtype)) for b in scheduled.params]
+        (a_shape, _), (w_shape, _) = params[0], params[1]
+        macs = int(np.prod(a_shape[:-1])) * a_shape[-1] * w_shape[0] * w_shape[2]
+        found[name] = (_timed(lib, name, params, 20), 2 * macs)
+    return found
+
+
+def fma_kernel(threads: int, lanes: int, target):
+    """bench/fma_peak.py's kernel as a timer, and its flops per call."""
+    import numpy as np
+    import tvm
+    from tvm import s_tir, te
+
+    import fma_peak
+
+    acc, steps = fma_peak.ACCUMULATORS, fma_peak.STEPS
+    a = te.placeholder((threads, acc, lanes), "float32", "a")
+    k = te.reduce_axis((0, steps), "k")
+    comm = te.comm_reducer(lambda x, y: x * tvm.tirx.const(0.999, "float32") + y,
+                           lambda t: tvm.tirx.const(0.0, t), name="fma")
+    out = te.compute((threads, acc, lanes),
+                     lambda t, i, j: comm(a[t, i, j] + k.astype("float32") * 0.0, axis=k),
+                     name="out")
+    sch = s_tir.Schedule(te.create_prim_func([a, out]).with_attr("global_symbol", "main"))
+    t, i, j, kk = sch.get_loops(sch.get_sblock("out"))
+    sch.reorder(t, kk, i, j)
+    sch.parallel(t)
+    sch.unroll(i)
+    sch.vectorize(j)
+    lib = tvm.compile(sch.mod, target=target)
+    args = [tvm.runtime.tensor(np.full((threads, acc, lanes), 1e-3, "float32")) for _ in range(2)]
+    evaluate = lib.mod.time_evaluator("main", tvm.cpu(), number=20, repeat=1)
+    return (lambda: evaluate(*args).mean), 2 * threads * acc * lanes * steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--fma-pipes", type=int, default=2)
+    args = parser.parse_args()
+    from latency import clock_ghz, physical_cores
+
+    threads = physical_cores()
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # before TVM's pool starts
+    import tvm
+
+    from modelbuild.targets import cpu, registry
+
+    spec = registry.resolve("llvm")
+    target = tvm.target.Target(spec.tvm_target)
+    lanes = cpu.vector_floats(spec.tvm_target)
+    ghz, clock_from = clock_ghz(None)
+    nominal = threads * args.fma_pipes * lanes * 2 * ghz
+    runners = products(args.seq, args.hidden, args.heads, target)
+    runners["FMA kernel (bench/fma_peak.py)"] = fma_kernel(threads, lanes, target)
+    print(f"{spec.tvm_target['mcpu']}, {threads} threads; nominal peak {nominal:.0f} GFLOP/s "
+          f"({threads} cores x {args.fma_pipes} pipes x {lanes} floats x 2 x {ghz:.2f} GHz, "
+          f"{clock_from}); load average {os.getloadavg()[0]:.2f}")
+    gflops = {name: [] for name in runners}
+    for _ in range(args.rounds):
+        for name, (run, flops) in runners.items():
+            gflops[name].append(flops / run() / 1e9)
+    medians = {name: statistics.median(v) for name, v in gflops.items()}
+    measured = medians["FMA kernel (bench/fma_peak.py)"]
+    print(f"{'':66} {'GFLOP/s':>8} {'% FMA kernel':>13} {'% nominal':>10}")
+    for name, g in medians.items():
+        print(f"{name[:66]:66} {g:8.1f} {100 * g / measured:13.1f} {100 * g / nominal:10.1f}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
