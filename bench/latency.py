@@ -141,12 +141,25 @@ def model_flops(path: Path) -> float:
 
 
 def weight_bytes(path: Path) -> int:
-    """The bytes of the model's initializers (its weights, read once per run)."""
+    """The bytes of the model's weights, read once per run: its initializers, Constant
+    nodes, and the tensors ConstantOfShape fills from a constant shape (how the onnx
+    package's light architectures, the declared models among them, ship their weights)."""
+    import numpy as np
     import onnx
     from onnx import numpy_helper
 
     model = onnx.load(str(path))
-    return sum(numpy_helper.to_array(i).nbytes for i in model.graph.initializer)
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            total += sum(numpy_helper.to_array(a.t).nbytes for a in node.attribute if a.name == "value")
+        elif node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"),
+                         np.zeros(1, np.float32))
+            count = int(np.prod(inits.pop(node.input[0])))
+            total += count * value.itemsize
+    return total + sum(a.nbytes for a in inits.values())
 
 
 # weights beyond any of these machines' last-level caches (35.8 MB on the cascadelake VM):
