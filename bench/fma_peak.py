@@ -19,13 +19,12 @@ ACCUMULATORS = 12  # independent chains: enough to cover a 4-cycle FMA on two pi
 STEPS = 65536
 
 
-def measured_gflops(lanes: int, threads: int, target) -> float:
-    """GFLOP/s of the kernel on ``threads`` threads (one task per thread)."""
+def kernel(tasks: int, lanes: int, target):
+    """The compiled kernel (``tasks`` parallel tasks), its arguments, and its flops per call."""
     import numpy as np
     import tvm
     from tvm import s_tir, te
 
-    tasks = threads
     a = te.placeholder((tasks, ACCUMULATORS, lanes), "float32", "a")
     k = te.reduce_axis((0, STEPS), "k")
     # acc = acc * 0.999 + a, STEPS times: a chain of fused multiply-adds LLVM cannot fold
@@ -44,8 +43,16 @@ def measured_gflops(lanes: int, threads: int, target) -> float:
     lib = tvm.compile(sch.mod, target=target)
     args = [tvm.runtime.tensor(np.full((tasks, ACCUMULATORS, lanes), 1e-3, "float32"))
             for _ in range(2)]
+    return lib, args, 2 * tasks * ACCUMULATORS * lanes * STEPS
+
+
+def measured_gflops(lanes: int, threads: int, target) -> float:
+    """GFLOP/s of the kernel on ``threads`` threads (one task per thread)."""
+    import tvm
+
+    lib, args, flops = kernel(threads, lanes, target)
     seconds = min(lib.mod.time_evaluator("main", tvm.cpu(), number=20, repeat=5)(*args).results)
-    return 2 * tasks * ACCUMULATORS * lanes * STEPS / seconds / 1e9
+    return flops / seconds / 1e9
 
 
 def main() -> None:

@@ -66,30 +66,13 @@ def products(seq: int, hidden: int, heads: int, target) -> dict:
 
 def fma_kernel(threads: int, lanes: int, target):
     """bench/fma_peak.py's kernel as a timer, and its flops per call."""
-    import numpy as np
     import tvm
-    from tvm import s_tir, te
 
     import fma_peak
 
-    acc, steps = fma_peak.ACCUMULATORS, fma_peak.STEPS
-    a = te.placeholder((threads, acc, lanes), "float32", "a")
-    k = te.reduce_axis((0, steps), "k")
-    comm = te.comm_reducer(lambda x, y: x * tvm.tirx.const(0.999, "float32") + y,
-                           lambda t: tvm.tirx.const(0.0, t), name="fma")
-    out = te.compute((threads, acc, lanes),
-                     lambda t, i, j: comm(a[t, i, j] + k.astype("float32") * 0.0, axis=k),
-                     name="out")
-    sch = s_tir.Schedule(te.create_prim_func([a, out]).with_attr("global_symbol", "main"))
-    t, i, j, kk = sch.get_loops(sch.get_sblock("out"))
-    sch.reorder(t, kk, i, j)
-    sch.parallel(t)
-    sch.unroll(i)
-    sch.vectorize(j)
-    lib = tvm.compile(sch.mod, target=target)
-    args = [tvm.runtime.tensor(np.full((threads, acc, lanes), 1e-3, "float32")) for _ in range(2)]
+    lib, args, flops = fma_peak.kernel(threads, lanes, target)
     evaluate = lib.mod.time_evaluator("main", tvm.cpu(), number=20, repeat=1)
-    return (lambda: evaluate(*args).mean), 2 * threads * acc * lanes * steps
+    return (lambda: evaluate(*args).mean), flops
 
 
 def main() -> None:
