@@ -67,6 +67,20 @@ SUITES = {"declared": MODELS, "breadth": tuple(nets.BREADTH),
 QUIET = 0.5
 
 
+def positive(kind=int):
+    """An argparse type: a number of ``kind`` above 0, else argparse's usage error."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text} is not above 0")
+        return value
+
+    return parse
+
+
 def physical_cores() -> int:
     import psutil
 
@@ -362,11 +376,11 @@ def main() -> None:
     parser.add_argument("--suite", choices=tuple(SUITES), default="declared",
                         help="the models measured when no --model is given")
     parser.add_argument("--layout", action="append", choices=("NCHW", "NCHWc"))
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--block", type=int, default=5)
+    parser.add_argument("--runs", type=positive(), default=20)
+    parser.add_argument("--block", type=positive(), default=5)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--fma-pipes", type=int, default=2)
-    parser.add_argument("--clock-ghz", type=float)
+    parser.add_argument("--fma-pipes", type=positive(), default=2)
+    parser.add_argument("--clock-ghz", type=positive(float))
     parser.add_argument("--force", action="store_true", help="measure on a loaded machine")
     parser.add_argument("--json", default=str(REPO / "bench" / "results" / "latency.json"))
     args = parser.parse_args()

@@ -69,15 +69,14 @@ def main() -> None:
     import argparse
     import subprocess
 
+    from latency import physical_cores, positive  # bench/latency.py, beside this script
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=int, default=512, help="the buffer read, in MB")
-    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)  # the child's
+    parser.add_argument("--mb", type=positive(), default=512, help="the buffer read, in MB")
+    parser.add_argument("--threads", type=positive(), help=argparse.SUPPRESS)  # the child's
     args = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if args.threads is None:  # TVM's pool is sized once per process: one child per count
-        from latency import physical_cores  # noqa: E402 - bench/ is this script's folder
-
         for threads in sorted({1, physical_cores()}):
             subprocess.run([sys.executable, __file__, "--mb", str(args.mb),
                             "--threads", str(threads)], check=True,

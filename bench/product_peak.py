@@ -76,15 +76,18 @@ def fma_kernel(threads: int, lanes: int, target):
 
 
 def main() -> None:
+    from latency import clock_ghz, physical_cores, positive
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--fma-pipes", type=int, default=2)
+    parser.add_argument("--seq", type=positive(), default=128)
+    parser.add_argument("--hidden", type=positive(), default=768)
+    parser.add_argument("--heads", type=positive(), default=12)
+    parser.add_argument("--rounds", type=positive(), default=15)
+    parser.add_argument("--fma-pipes", type=positive(), default=2)
     args = parser.parse_args()
-    from latency import clock_ghz, physical_cores
+    if args.hidden % args.heads:
+        parser.error(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
 
     threads = physical_cores()
     os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # before TVM's pool starts
