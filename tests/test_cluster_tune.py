@@ -27,11 +27,19 @@ pytestmark = pytest.mark.slow  # tuning on Dask workers: the full suite only
 TRIALS = 8  # four chunks of 2: the coordinator's first pass gives each workload one
 
 
+# The tiny model's matrix product and its mean: what is shown here (chunks spread, trials
+# kept, resumed, refused) is the same for any two workloads, and these two sample, build and
+# time several times faster than its convolutions, whose search took most of this file's time.
+CHEAP = ("fused_matmul_add2", "mean")
+
+
 def _workloads(project) -> list[str]:
     from modelbuild.core import manifest
 
     man = manifest.read(project.root / "build" / "tiny" / "partition" / "manifest.msgpack")
-    return sorted(w.name for w in man.workloads if "conv2d" in w.name)[:2]
+    names = sorted(w.name for w in man.workloads if w.name in CHEAP)
+    assert len(names) == 2, sorted(w.name for w in man.workloads)
+    return names
 
 
 def _records(work_dir) -> list[str]:
