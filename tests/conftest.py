@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,56 @@ for _name in ("MODELBUILD_CACHE", "MODELBUILD_REMOTE_CACHE", "MODELBUILD_REMOTE_
 # it so. Caught here, it is back to the default in every process the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# A test that takes a minute or more is named as it ends, with its seconds (setup, call and
+# teardown together), so a run that is stopped for time, as CI stops one, still says where
+# its time went; pytest's --durations table comes only at the end.
+SLOW_TEST_S = 60.0
+
+
+class _SlowTestLines:
+    def __init__(self, config):
+        self.config = config
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        if report.when == "teardown":
+            total = self.seconds.pop(report.nodeid)
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if total >= SLOW_TEST_S and reporter is not None:
+                reporter.write("\n")  # off the line of dots (-q), which write_line leaves
+                reporter.write_line(f"[{total:.0f} s] {report.nodeid}")
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_SlowTestLines(config), "modelbuild-slow-test-lines")
+
+
+@pytest.fixture(autouse=True)
+def _share_the_machine(request):
+    """Under pytest-xdist (the README's `-n 2`), a test marked ``alone`` runs while no other
+    test does: it compares timings, which a build on the other core would skew. Every other
+    test holds a shared lock, an ``alone`` one the exclusive lock; a gate taken before either
+    keeps an exclusive request from waiting behind a stream of shared ones. Without xdist,
+    one test runs at a time anyway: nothing is locked."""
+    run = getattr(request.config, "workerinput", {}).get("testrunuid")
+    if run is None:
+        yield
+        return
+    base = Path(tempfile.gettempdir()) / f"modelbuild-tests-{run}"
+    alone = request.node.get_closest_marker("alone") is not None
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.room", "a") as room:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
 
 
 class DoitRun:

@@ -75,6 +75,7 @@ def test_imported_database_builds_like_tvm_compile_with_it(tuned, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # times the record against the default
 def test_keep_if_faster_keeps_a_record_only_when_it_beats_the_default(tuned, tmp_path):
     project, workload, db, _ = tuned
     fresh = make_project(tmp_path / "p", {"tiny": tiny_model()})

@@ -99,7 +99,7 @@ def test_a_worker_killed_mid_tune_loses_no_trial_and_resume_goes_on(tiny_copy, c
     tune = subprocess.Popen(args, cwd=tiny_copy.root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     pids = client.run(os.getpid)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 420  # the first round: about a minute alone
     while not (_records(work_dir) and _in_flight(client)):  # a round in, the next one out
         assert tune.poll() is None and time.monotonic() < deadline, tune.communicate()
         time.sleep(0.05)
@@ -168,7 +168,7 @@ def test_ctrl_c_keeps_the_trials_measured_and_says_how_to_go_on(tiny_copy, clust
                                              for a in ("--workload", w)]]
     tune = subprocess.Popen(args, cwd=tiny_copy.root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 420  # the first round: about a minute alone
     while not _records(work_dir):
         assert tune.poll() is None and time.monotonic() < deadline, tune.communicate()
         time.sleep(0.05)

@@ -77,6 +77,7 @@ def schedule(sch):
 '''
 
 
+@pytest.mark.alone  # times records against each other
 def test_keep_if_faster_leaves_out_a_slower_record_and_keeps_a_faster_one(tmp_path):
     """Both branches, certain: a record that leaves the repeated workload serial and scalar
     (far slower than the default schedule's vectors and threads); the 6-channel one has no
@@ -107,6 +108,7 @@ def schedule(sch):
 '''
 
 
+@pytest.mark.alone  # times records against each other
 def test_keep_if_faster_holds_a_record_to_the_active_one_not_only_to_the_default(tmp_path):
     """A tuned record faster than the default schedule but slower than the workload's active
     record replaced it: a tune made the model slower. It is now held to the active record."""
@@ -232,6 +234,7 @@ def _hand_edited_copy(tuned, tmp_path):
     return project, mine, hand
 
 
+@pytest.mark.alone  # times records against each other
 def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tmp_path):
     """Two tunes of one model at once (one database) numbered their workloads alike: the
     database read as broken ("a hand-edited line may be the cause"), and neither tune's
