@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -52,29 +53,59 @@ class _SlowTestLines:
 
 def pytest_configure(config):
     config.pluginmanager.register(_SlowTestLines(config), "modelbuild-slow-test-lines")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        # xdist's controller: the run's id, which the workers name their locks by, chosen
+        # here so that the locks can be removed when the run ends
+        config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
 
 
-@pytest.fixture(autouse=True)
-def _share_the_machine(request):
-    """Under pytest-xdist (the README's `-n 2`), a test marked ``alone`` runs while no other
-    test does: it compares timings, which a build on the other core would skew. Every other
-    test holds a shared lock, an ``alone`` one the exclusive lock; a gate taken before either
-    keeps an exclusive request from waiting behind a stream of shared ones. Without xdist,
-    one test runs at a time anyway: nothing is locked."""
-    run = getattr(request.config, "workerinput", {}).get("testrunuid")
-    if run is None:
-        yield
-        return
+# The files whose tests take minutes (a tune, the declared models), run first: xdist hands
+# out whole files in collection order (--no-loadscope-reorder in addopts; its default puts the
+# files with the most tests first), so a run does not end on one long file while the other
+# worker waits. The rest keep pytest's order.
+LONG_FILES = ("test_tune.py", "test_cluster_tune.py", "test_compute_variants.py",
+              "test_declared_models.py", "test_targets.py", "test_cli_records.py",
+              "test_edit_during_build.py", "test_rpc_tune.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_unconfigure(config):
+    run = getattr(config.option, "testrunuid", None)
+    if run and not hasattr(config, "workerinput"):
+        for path in _machine_locks(run):
+            path.unlink(missing_ok=True)
+
+
+def _machine_locks(run: str) -> tuple[Path, Path]:
     base = Path(tempfile.gettempdir()) / f"modelbuild-tests-{run}"
-    alone = request.node.get_closest_marker("alone") is not None
-    with open(f"{base}.gate", "a") as gate, open(f"{base}.room", "a") as room:
+    return Path(f"{base}.gate"), Path(f"{base}.room")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist (the README's `-n 2`), a test marked ``alone`` runs while no other
+    test does: it compares timings, which a build on the other core would skew. Each test
+    holds a lock over its whole protocol (so over module and session fixtures set up for it
+    too): a shared one, an ``alone`` one the exclusive one; a gate taken before either keeps
+    an exclusive request from waiting behind a stream of shared ones. Without xdist, one
+    test runs at a time anyway: nothing is locked."""
+    run = getattr(item.config, "workerinput", {}).get("testrunuid")
+    if run is None:
+        return (yield)
+    gate_path, room_path = _machine_locks(run)
+    alone = item.get_closest_marker("alone") is not None
+    with open(gate_path, "a") as gate, open(room_path, "a") as room:
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
         try:
-            yield
+            return (yield)
         finally:
             fcntl.flock(room, fcntl.LOCK_UN)
 
