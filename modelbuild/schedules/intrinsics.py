@@ -48,3 +48,12 @@ def load_for(kind: str) -> None:
         sys.modules[PACKAGE] = package
     for name in wanted:
         importlib.import_module(f"{PACKAGE}.{name}")
+
+
+def tune_context(mod, target, **kwargs):
+    """MetaSchedule's TuneContext for ``mod`` on ``target`` (a tvm Target), with that
+    target's intrinsics loaded first: the TuneContext's own import loads every target's."""
+    from tvm.s_tir import meta_schedule as ms
+
+    load_for(target.kind.name)
+    return ms.TuneContext(mod=mod, target=target, **kwargs)

@@ -47,19 +47,17 @@ def sample_records(func, name: str, target_spec: TargetSpec, count: int, *, seed
                    model: str | None = None) -> list[Record]:
     import tvm
     from tvm.s_tir import Schedule
-    from tvm.s_tir import meta_schedule as ms
 
     from ..core.workloads import normalize, structural_hash
 
-    intrinsics.load_for(target_spec.kind)
     mod = normalize(func)
     target = tvm.target.Target(tuning_target(target_spec))
     # The design space itself is drawn with the context's random state (which blocks a
     # sketch moves, and where, differ from one draw to another): a state drawn at random
     # made one --seed give other records, or fail, in another process. Seeded here, one
     # seed gives the same records everywhere.
-    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
-                         task_name=name, num_threads=1, rand_state=tvm_seed(seed))
+    ctx = intrinsics.tune_context(mod, target, space_generator="post-order-apply",
+                                  task_name=name, num_threads=1, rand_state=tvm_seed(seed))
     sketches = ctx.space_generator.generate_design_space(mod)
     postprocs = ctx.space_generator.postprocs
     reference = numeric_check.Reference(mod["main"], "main", target_spec)

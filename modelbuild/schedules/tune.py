@@ -100,7 +100,6 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
     from . import intrinsics
     from .sample import tuning_target, tvm_seed
 
-    intrinsics.load_for(target_spec.kind)
     names = list(funcs)
 
     @derived_object
@@ -112,9 +111,9 @@ def tune(funcs: dict, target_spec: TargetSpec, work_dir: Path, total_trials: int
 
     target = tvm.target.Target(tuning_target(target_spec))
     work_dir.mkdir(parents=True, exist_ok=True)
-    tasks = [ms.TuneContext(mod=normalize(func), target=target, space_generator="post-order-apply",
-                            search_strategy=SEARCH, task_name=name,
-                            rand_state=tvm_seed(seed + i))
+    tasks = [intrinsics.tune_context(normalize(func), target, space_generator="post-order-apply",
+                                     search_strategy=SEARCH, task_name=name,
+                                     rand_state=tvm_seed(seed + i))
              for i, (name, func) in enumerate(funcs.items())]
     weights = weights or {}
     model = cost_model(total_trials)

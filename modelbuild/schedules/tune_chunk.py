@@ -28,13 +28,10 @@ FAILED = 1e10  # MetaSchedule's run time for a candidate that failed to build or
 def task_mod(func, target):
     """The IRModule MetaSchedule tunes and stores for ``func`` (as a TuneContext holds it).
     ``target``'s intrinsics only are loaded first: a TuneContext imports every target's."""
-    from tvm.s_tir import meta_schedule as ms
-
     from ..core.workloads import normalize
     from . import intrinsics
 
-    intrinsics.load_for(target.kind.name)
-    return ms.TuneContext(mod=normalize(func), target=target).mod
+    return intrinsics.tune_context(normalize(func), target).mod
 
 
 def mean_secs(record_json: str) -> float | None:
@@ -106,9 +103,8 @@ def tune_one(mod, target, records: list[str], trials: int, *, seed: int, threads
     from .sample import tvm_seed
     from .tune import SEARCH, callbacks
 
-    intrinsics.load_for(target.kind.name)
     db, seeded = _seeded(mod, records)
-    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+    ctx = intrinsics.tune_context(mod, target, space_generator="post-order-apply",
                          search_strategy=SEARCH, task_name="chunk",
                          rand_state=tvm_seed(seed),
                          num_threads=threads)
