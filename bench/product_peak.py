@@ -10,6 +10,11 @@ vector x 2 x clock, as bench/latency.py computes it). The kernel's own share of 
 nominal peak says how much of it a core gives at all (the clock a VM runs at, two vCPUs
 sharing a core's pipes).
 
+Beside each product, the same product through onnxruntime (its MLAS SGEMM: weights packed
+when the session is made, an assembly register-tile kernel): a one-MatMul model of the
+same rows, reduction and columns plus a bias, timed in the same rounds. It says what a
+hand-written kernel reaches on this machine, at the same minute.
+
     python bench/product_peak.py [--seq 128] [--hidden 768] [--rounds 15]
 """
 
@@ -19,6 +24,8 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +45,8 @@ def _timed(lib, name: str, params, number: int):
 
 
 def products(seq: int, hidden: int, heads: int, target) -> dict:
-    """{workload: (timer, flops)} for the encoder's packed products."""
+    """{workload: (timer, flops, (rows, reduction, columns))} for the encoder's packed
+    products."""
     import numpy as np
     import tvm
     from tvm.relax.frontend.onnx import from_onnx
@@ -59,9 +67,43 @@ def products(seq: int, hidden: int, heads: int, target) -> dict:
                              target=target)
         params = [([int(d) for d in b.shape], str(b.dtype)) for b in scheduled.params]
         (a_shape, _), (w_shape, _) = params[0], params[1]
-        macs = int(np.prod(a_shape[:-1])) * a_shape[-1] * w_shape[0] * w_shape[2]
-        found[name] = (_timed(lib, name, params, 20), 2 * macs)
+        rows, reduction, columns = int(np.prod(a_shape[:-1])), a_shape[-1], w_shape[0] * w_shape[2]
+        found[name] = (_timed(lib, name, params, 20), 2 * rows * reduction * columns,
+                       (rows, reduction, columns))
     return found
+
+
+def onnxruntime_product(rows: int, reduction: int, columns: int, threads: int):
+    """A timer for ``x[rows, reduction] @ w[reduction, columns] + b`` through onnxruntime
+    (constant random weights, ``threads`` intra-op threads, as bench/latency.py makes its
+    sessions), and its flops."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from latency import onnx_runner
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((reduction, columns)).astype("float32"), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(columns).astype("float32"), "b")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])],
+        "product", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, reduction])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, columns])], [weight, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "product.onnx"
+        path.write_bytes(model.SerializeToString())
+        run = onnx_runner(path, [rng.standard_normal((rows, reduction)).astype("float32")], threads)
+    calls = 10
+
+    def timed():
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        return (time.perf_counter() - start) / calls
+
+    timed()  # warm, as the products are
+    return timed, 2 * rows * reduction * columns
 
 
 def fma_kernel(threads: int, lanes: int, target):
@@ -77,7 +119,7 @@ def fma_kernel(threads: int, lanes: int, target):
 
 
 def main() -> None:
-    from latency import clock_ghz, physical_cores, positive
+    from latency import SETTLE, clock_ghz, physical_cores, positive
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,7 +143,12 @@ def main() -> None:
     lanes = cpu.vector_floats(spec.tvm_target)
     ghz, clock_from = clock_ghz(None)
     nominal = threads * args.fma_pipes * lanes * 2 * ghz
-    runners = products(args.seq, args.hidden, args.heads, target)
+    runners = {}
+    for name, (run, flops, shape) in products(args.seq, args.hidden, args.heads, target).items():
+        runners[name] = (run, flops)
+        label = f"  onnxruntime, {'x'.join(map(str, shape))} (rows x reduction x columns)"
+        if label not in runners:  # one per shape: the encoder has two 768 x 768 products
+            runners[label] = onnxruntime_product(*shape, threads)
     runners["FMA kernel (bench/fma_peak.py)"] = fma_kernel(threads, lanes, target)
     print(f"{spec.tvm_target['mcpu']}, {threads} threads; nominal peak {nominal:.0f} GFLOP/s "
           f"({threads} cores x {args.fma_pipes} pipes x {lanes} floats x 2 x {ghz:.2f} GHz, "
@@ -109,6 +156,7 @@ def main() -> None:
     gflops = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, (run, flops) in runners.items():
+            time.sleep(SETTLE)  # the pool that ran last (onnxruntime's spins) parks first
             gflops[name].append(flops / run() / 1e9)
     medians = {name: statistics.median(v) for name, v in gflops.items()}
     measured = medians["FMA kernel (bench/fma_peak.py)"]

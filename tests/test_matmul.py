@@ -1,9 +1,11 @@
 """Matrix products (issue 38): a BERT-style encoder and a batch-1 fully connected net
 (bench/nets_transformer.py, tiny sizes) compute what onnxruntime computes in both layouts;
 in the blocked layout a product by a constant weight is its own packed workload
-(``matmul_packed``), and a record of it rebuilds exactly that workload."""
+(``matmul_packed``), and a record of it rebuilds exactly that workload, as ``why`` predicts."""
 
+import json
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -33,6 +35,14 @@ def _project(root, model, layout: str):
 def _workloads(project) -> list[str]:
     man = manifest.read(project.root / "build" / "net" / "partition" / "manifest.msgpack")
     return [w.name for w in man.workloads]
+
+
+def _why(project) -> list[dict]:
+    """What ``python -m modelbuild why net --json`` predicts, before the build."""
+    proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "net", "--json"],
+                          cwd=project.root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def _matches_onnxruntime(project) -> None:
@@ -97,10 +107,12 @@ def test_a_record_of_a_packed_product_reruns_exactly_its_workload_and_equals_a_c
     project = _project(tmp_path / "p", model, "NCHWc")
     project.doit("build:net")
     workload = next(n for n in _workloads(project) if "matmul_packed" in n and "erf" in n)
+    expected = {f"lower:net/{workload}", f"codegen:net/{workload}", "link:net"}
     for rec in sampled_records(project, "net", workload, 2, seed=5):
         project.set_record("net", workload, rec)
+        assert {v["task"] for v in _why(project) if v["action"] == "run"} == expected
         run = project.doit("build:net")
-        assert run.ran == {f"lower:net/{workload}", f"codegen:net/{workload}", "link:net"}
+        assert run.ran == expected
     clean = _project(tmp_path / "clean", model, "NCHWc")
     shutil.copytree(project.root / "schedules", clean.root / "schedules", dirs_exist_ok=True)
     clean.doit("build:net")
