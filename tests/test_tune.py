@@ -16,6 +16,9 @@ pytestmark = pytest.mark.slow  # MetaSchedule tuning runs: the full suite only
 REPEATED, ONCE = "fused_conv2d_NCHWc_relu", "conv2d"  # the workloads of repeated_conv_model
 
 
+# The tests that use ``tuned`` are marked ``alone``: whichever runs first sets it up, and its
+# gradient task scheduler gives trials by measured times x calls. Beside test_cluster_tune's
+# two Dask workers (pytest -n 2) the repeated workload got 12 of 24 trials, not >= 16.
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     project = make_project(tmp_path_factory.mktemp("tune") / "proj", {"rep": repeated_conv_model()})
@@ -26,6 +29,7 @@ def tuned(tmp_path_factory):
     return project, json.loads(proc.stdout), proc.stderr
 
 
+@pytest.mark.alone  # may set up `tuned`, whose trials follow measured times
 def test_tune_weights_workloads_by_their_calls_and_trains_the_xgboost_model(tuned):
     project, report, progress = tuned
     tuning = report["tuning"]
@@ -41,6 +45,7 @@ def test_tune_weights_workloads_by_their_calls_and_trains_the_xgboost_model(tune
     assert tuning["trials_per_minute"] > 0
 
 
+@pytest.mark.alone  # may set up `tuned`, whose trials follow measured times
 def test_tuned_records_say_which_cpu_they_were_tuned_for_and_build_correctly(tuned):
     project, report, _ = tuned
     record = json.loads(project.record("rep", REPEATED).read_text())
@@ -198,6 +203,7 @@ def test_ctrl_c_in_the_first_round_of_a_local_tune_stops_it_when_the_round_is_sa
     assert 0 < kept < 8, said
 
 
+@pytest.mark.alone  # may set up `tuned`, whose trials follow measured times
 def test_import_keeps_the_user_s_record_and_leaves_a_python_schedule_alone(tuned, tmp_path):
     """import (and tune, which imports) replaced a hand-edited active record without keeping
     it anywhere, and wrote a JSON record beside a workload's Python schedule: the next build
@@ -290,6 +296,7 @@ def test_a_second_tune_of_one_database_is_refused_and_so_is_its_import(tuned, tm
     assert json.loads(again.stdout)["tuning"]["resumed_from"] == 8
 
 
+@pytest.mark.alone  # may set up `tuned`, whose trials follow measured times
 def test_import_leaves_the_user_s_record_active_when_it_cannot_keep_it(tuned, tmp_path):
     """With schedules/<model>/variants/ not a folder, keeping the user's record failed with
     an internal error (after a whole tune, for tune's own import)."""
