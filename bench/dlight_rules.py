@@ -91,7 +91,7 @@ def compare(model, layout: str, target, lanes: int) -> tuple[dict, list[str]]:
 
 def _model(nets, name: str):
     """bench/nets.py's model ``name``; an encoder with one layer (each layer is the same)."""
-    module, function, kwargs = nets.WRITTEN.get(name, (None, None, {}))
+    _, function, kwargs = nets.WRITTEN.get(name, (None, None, {}))
     if function == "encoder":
         import nets_transformer
 

@@ -5,13 +5,13 @@ in the blocked layout a product by a constant weight is its own packed workload
 
 import json
 import shutil
-import subprocess
 import sys
 
 import pytest
 from conftest import (
     REPO,
     assert_close,
+    cli,
     make_project,
     model_inputs,
     onnx_output,
@@ -39,10 +39,7 @@ def _workloads(project) -> list[str]:
 
 def _why(project) -> list[dict]:
     """What ``python -m modelbuild why net --json`` predicts, before the build."""
-    proc = subprocess.run([sys.executable, "-m", "modelbuild", "why", "net", "--json"],
-                          cwd=project.root, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(cli(project, "why", "net", "--json").stdout)
 
 
 def _matches_onnxruntime(project) -> None:
